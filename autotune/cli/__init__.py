@@ -1,0 +1,46 @@
+"""The ``autotune`` command line. Errors become one line on stderr and an exit code (1 runtime, 2 usage)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from autotune.errors import AutotuneError
+from autotune.settings import Settings
+
+
+class _OneLineErrors(TyperGroup):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AutotuneError as exc:
+            if Settings().debug:
+                raise
+            print(f"autotune: error: {exc}", file=sys.stderr)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=_OneLineErrors,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Bayesian autotuner for LLM inference servers (vLLM, SGLang, TensorRT-LLM).",
+)
+
+
+def _register() -> None:
+    from autotune.cli import command, space, study
+
+    app.add_typer(space.app, name="space")
+    app.add_typer(study.app, name="study")
+    app.command(name="command")(command.command)
+
+
+_register()
+
+
+def main() -> None:
+    app()

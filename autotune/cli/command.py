@@ -1,0 +1,109 @@
+"""``autotune command [FILE] --set key=value ...``: render one configuration as the engine's launch command."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from autotune.config import KNOBS, Hardware, ServerConfig, knob_adapter
+from autotune.engines import get_engine
+from autotune.errors import UsageError
+from autotune.models import resolve_model
+from autotune.spacefile import load_space
+
+_UNSET = ("null", "none", "")
+
+
+class Format(StrEnum):
+    shell = "shell"
+    json = "json"
+
+
+def command(
+    file: Annotated[
+        Path | None, typer.Argument(help="search-space YAML; its fixed knobs and defaults are the base")
+    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="knob=value (canonical knob names, knobs.md)")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs on the target machine (for the static rules)")] = None,
+    port: Annotated[int | None, typer.Option(help="serve on this port (and --host); default: the engine's")] = None,
+    host: Annotated[str, typer.Option(help="address to bind when --port is given")] = "127.0.0.1",
+    executable: Annotated[str | None, typer.Option(help="how to invoke the engine, e.g. 'python vllm_cli.py'")] = None,
+    output: Annotated[Format, typer.Option("--format", help="shell script or JSON {argv, env, files}")] = Format.shell,
+) -> None:
+    """Render one configuration; refuse (exit 1) with the rule it breaks."""
+    overrides = parse_assignments(set_ or [])
+    knobs, hardware, space_executable = _base(file, overrides.get("engine"))
+    knobs.update(overrides)
+    if gpus is not None:
+        hardware = hardware.model_copy(update={"gpus": gpus})
+    try:
+        config = ServerConfig.model_validate(knobs)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        knob = ".".join(map(str, error["loc"])) or "config"
+        raise UsageError(f"{knob}: {error['msg'].lower()}; fix: --set {knob}=VALUE with a valid value") from None
+    engine = get_engine(config.engine, shlex.split(executable) if executable else space_executable)
+    if resolve_model(config.model) is None:
+        print(
+            f"note: {config.model} is not a local model nor a known one: no model-specific rules applied",
+            file=sys.stderr,
+        )
+    engine.check(config, hardware)
+    spec = engine.launch_spec(config, port, host)
+    print(spec.to_json() if output is Format.json else spec.to_shell())
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """``["tp=8", "cuda_graph=false"]`` → ``{"tp": 8, "cuda_graph": False}``, each value validated for its knob.
+
+    Values stay strings unless the knob is a number, a boolean, a list or a mapping, so ``;``, quotes and spaces pass
+    through verbatim; ``null`` or ``none`` unsets a knob.
+    """
+    knobs: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        if not sep:
+            raise UsageError(f"--set {assignment!r}: expected key=value; fix: e.g. --set tp=8")
+        if key not in KNOBS:
+            raise UsageError(f"--set {key}: unknown knob; fix: use one of {', '.join(KNOBS)}")
+        knobs[key] = _parse_value(key, raw)
+    return knobs
+
+
+def _parse_value(knob: str, raw: str) -> Any:
+    if raw.lower() in _UNSET and knob not in ("engine", "model"):
+        return None
+    import yaml  # structured knobs (env, extra_args) are written as YAML/JSON flow values
+
+    value: Any = raw
+    if knob in ("env", "extra_args"):
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise UsageError(f"--set {knob}: not a YAML/JSON value; fix: e.g. --set 'env={{A: \"1\"}}'") from None
+    try:
+        return knob_adapter(knob).validate_python(value)
+    except ValidationError as exc:
+        raise UsageError(f"--set {knob}={raw}: {exc.errors()[0]['msg'].lower()}; fix: give a valid {knob}") from None
+
+
+def _base(file: Path | None, engine: str | None) -> tuple[dict[str, Any], Hardware, list[str] | None]:
+    if file is None:
+        return {}, Hardware(), None
+    space = load_space(file)
+    if engine is None:
+        if len(space.engines) > 1:
+            raise UsageError(f"{file} has engines {', '.join(space.engines)}; fix: pick one with --set engine=NAME")
+        engine = next(iter(space.engines))
+    if engine not in space.engines:
+        raise UsageError(
+            f"--set engine={engine}: {file} has no such engine; fix: use one of {', '.join(space.engines)}"
+        )
+    server = space.default_point(engine).server
+    return server.model_dump(exclude_defaults=True), space.hardware, space.engines[engine].executable

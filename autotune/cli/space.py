@@ -1,0 +1,136 @@
+"""``autotune space validate|show FILE``."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from autotune.engines import get_engine
+from autotune.errors import UnsupportedConfig
+from autotune.models import resolve_model
+from autotune.space import ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
+from autotune.spacefile import load_space
+
+app = typer.Typer(no_args_is_help=True, help="Validate and inspect search-space files.")
+FileArg = Annotated[Path, typer.Argument(help="search-space YAML file")]
+# Above this many points, counting the statically rejected ones would take too long for every `show`: a fixed-seed
+# uniform sample estimates the share instead.
+_ENUMERATION_LIMIT = 20_000
+_SAMPLE_SIZE = 2_000
+
+
+@app.command()
+def validate(file: FileArg) -> None:
+    """Check a space file; exit 2 with one line naming the key path and the fix if it is invalid."""
+    space = load_space(file)
+    sizes = ", ".join(f"{engine}: {_count(space.size(engine))}" for engine in space.engines)
+    print(f"{file}: valid ({sizes} points)")
+
+
+@app.command()
+def show(
+    file: FileArg, as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False
+) -> None:
+    """Parameters, size of the space per engine, the static rules that apply, and how many points they reject."""
+    space = load_space(file)
+    summary = summarize(space)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    _print_summary(summary, Console())
+
+
+def summarize(space: SearchSpace) -> dict[str, Any]:
+    """Everything ``show`` prints, as plain data."""
+    engines = {}
+    for name, section in space.engines.items():
+        adapter = get_engine(name, section.executable)
+        default = space.default_point(name).server
+        engines[name] = {
+            "version": str(adapter.version(default)),
+            "executable": list(adapter.executable),
+            "model": _model_note(default.model),
+            "fixed": {**space.fixed, **section.fixed},
+            "params": {param: _describe(p) for param, p in space.engine_params(name).items()},
+            "size": _count(space.size(name)),
+            "rejected_by_rules": _rejected_share(space, name),
+            "rules": {rule.name: rule.description for rule in adapter.rules},
+        }
+    return {
+        "name": space.name,
+        "hardware": space.hardware.model_dump(),
+        "engines": engines,
+        "workload": space.workload.model_dump(mode="json"),
+        "objective": space.objective.model_dump(mode="json"),
+    }
+
+
+def _model_note(model: str) -> str:
+    info = resolve_model(model)
+    if info is None:
+        return f"{model} (unknown: no model-specific rules)"
+    return f"{model} ({info.architecture}, from {info.source})"
+
+
+def _describe(param: Any) -> str:
+    if isinstance(param, ChoiceParam):
+        text = f"choices {json.dumps(param.choices)}"
+    elif isinstance(param, TiedParam):
+        text = "tied " + " | ".join(param.labels())
+    elif isinstance(param, IntParam | FloatParam):
+        kind = "int" if isinstance(param, IntParam) else "float"
+        text = f"{kind} [{param.bounds[0]}, {param.bounds[1]}]" + (f" step {param.step}" if param.step else "")
+        text += " log" if param.log else ""
+    return text + f" (default {json.dumps(param.default_value())})"
+
+
+def _count(size: float) -> int | str:
+    return "continuous" if math.isinf(size) else int(size)
+
+
+def _rejected_share(space: SearchSpace, engine: str) -> dict[str, Any]:
+    """The share of the space the static rules reject before launch: counted exactly, or estimated from a sample."""
+    adapter = get_engine(engine)
+    exact = space.size(engine) <= _ENUMERATION_LIMIT
+    rng = random.Random(0)
+    points = space.enumerate(engine) if exact else (space.random_point(engine, rng) for _ in range(_SAMPLE_SIZE))
+    checked = rejected = 0
+    for point in points:
+        checked += 1
+        try:
+            adapter.check(point.server, space.hardware)
+        except UnsupportedConfig:
+            rejected += 1
+    return {"rejected": rejected, "checked": checked, "exact": exact, "share": rejected / checked}
+
+
+def _print_summary(summary: dict[str, Any], console: Console) -> None:
+    console.print(f"[bold]{summary['name'] or 'search space'}[/] on {summary['hardware']}")
+    for name, info in summary["engines"].items():
+        table = Table(title=f"{name} {info['version']} — {info['model']}", title_justify="left")
+        table.add_column("parameter")
+        table.add_column("values")
+        for param, text in info["params"].items():
+            table.add_row(param, escape(text))
+        for knob, value in info["fixed"].items():
+            table.add_row(f"[dim]{knob}[/]", f"[dim]fixed {escape(json.dumps(value))}[/]")
+        console.print(table)
+        rejected = info["rejected_by_rules"]
+        how = "" if rejected["exact"] else f" (estimated from {rejected['checked']} random points)"
+        console.print(
+            f"size: {info['size']} points; static rules reject {rejected['share']:.0%} before any launch{how}"
+        )
+        rules = Table("static rule (checked before launch)", "what it requires", title_justify="left")
+        for rule, text in info["rules"].items():
+            rules.add_row(rule, text)
+        console.print(rules)
+    console.print(escape(f"workload: {summary['workload']}"))
+    console.print(escape(f"objective: {summary['objective']}"))

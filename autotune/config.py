@@ -1,0 +1,161 @@
+"""The engine-neutral server configuration: one field per canonical knob (knobs.md).
+
+A knob left at ``None`` is not rendered at all, so the engine applies its own default; that is how a configuration
+reproduces a hand-written command exactly (``-tp 1`` and no ``-tp`` are different commands).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+EngineName = Literal["vllm", "sglang", "trtllm", "sim"]
+KvCacheDtype = Literal["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPECULATIVE = re.compile(r"none|mtp:(?P<n>[1-9]\d*)|eagle:(?P<steps>[1-9]\d*):(?P<topk>[1-9]\d*):(?P<draft>[1-9]\d*)")
+
+
+def _argument_value(value: str) -> str:
+    # A value is passed to the engine as one argv element, verbatim (spaces, quotes and ';' included), but one that
+    # starts with '-' would be read by the engine's parser as a flag, and a newline or NUL cannot be an argument.
+    if not value:
+        raise ValueError("must not be empty")
+    if value.startswith("-"):
+        raise ValueError(f"{value!r} starts with '-', which the engine would read as a flag")
+    if "\n" in value or "\x00" in value:
+        raise ValueError(f"{value!r} contains a newline or NUL byte")
+    return value
+
+
+ArgValue = Annotated[str, AfterValidator(_argument_value)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding, parsed from the ``speculative`` knob (``mtp:N`` or ``eagle:STEPS:TOPK:DRAFT``)."""
+
+    method: Literal["mtp", "eagle"]
+    num_steps: int
+    topk: int = 1
+    num_draft_tokens: int | None = None
+
+
+class ServerConfig(BaseModel):
+    """One point of the search space, in canonical knobs; frozen and validated.
+
+    Engine adapters (``autotune.engines``) turn it into a command line; ``None`` means "engine default".
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: EngineName
+    engine_version: str | None = None
+    model: ArgValue
+    served_model_name: ArgValue | None = None
+    tp: PositiveInt | None = None
+    pp: PositiveInt | None = None
+    dp: PositiveInt | None = None
+    ep: PositiveInt | None = None
+    dp_attention: bool | None = None
+    dcp: PositiveInt | None = None
+    attention_backend: ArgValue | None = None
+    prefill_attention_backend: ArgValue | None = None
+    decode_attention_backend: ArgValue | None = None
+    kv_cache_dtype: KvCacheDtype | None = None
+    max_model_len: PositiveInt | None = None
+    max_num_seqs: PositiveInt | None = None
+    max_num_batched_tokens: PositiveInt | None = None
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    speculative: str | None = None
+    cuda_graph: bool | None = None
+    deep_gemm: bool | None = None
+    dtype: ModelDtype | None = None
+    reasoning_parser: ArgValue | None = None
+    tool_call_parser: ArgValue | None = None
+    chat_template: ArgValue | None = None
+    tokenizer_mode: ArgValue | None = None
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("engine_version")
+    @classmethod
+    def _version_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                Version(value)
+            except InvalidVersion:
+                raise ValueError(f"{value!r} is not a version number such as 0.13.0 or 0.5.6.post2") from None
+        return value
+
+    @field_validator("speculative")
+    @classmethod
+    def _speculative_grammar(cls, value: str | None) -> str | None:
+        if value is not None and not _SPECULATIVE.fullmatch(value):
+            raise ValueError(f"{value!r} is not one of: none, mtp:N, eagle:STEPS:TOPK:DRAFT_TOKENS")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, setting in value.items():
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if "\x00" in setting:
+                raise ValueError(f"the value of {name} contains a NUL byte")
+        return value
+
+    @property
+    def speculation(self) -> Speculation | None:
+        """The ``speculative`` knob parsed, or None when speculative decoding is off."""
+        match = _SPECULATIVE.fullmatch(self.speculative or "none")
+        if match is None or self.speculative in (None, "none"):
+            return None
+        if match["n"]:
+            return Speculation("mtp", num_steps=int(match["n"]))
+        steps, topk, draft = int(match["steps"]), int(match["topk"]), int(match["draft"])
+        return Speculation("eagle", num_steps=steps, topk=topk, num_draft_tokens=draft)
+
+    @property
+    def api_model_name(self) -> str:
+        """The name clients put in the ``model`` field of a request."""
+        return self.served_model_name or self.model
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs that are set (not None, not empty), in field order."""
+        return {k: v for k, v in self.model_dump().items() if v not in (None, (), {})}
+
+
+KNOBS: tuple[str, ...] = tuple(ServerConfig.model_fields)
+# Client-side knobs change the benchmark's load, not the launch: a warm server can be reused across them.
+CLIENT_KNOBS: dict[str, Any] = {
+    "max_concurrency": Annotated[int, Field(ge=1)] | None,
+    "request_rate": Annotated[float, Field(gt=0)],
+    "burstiness": Annotated[float, Field(gt=0)],
+}
+
+
+def knob_adapter(name: str) -> TypeAdapter:
+    """A validator for one knob's values (server or client side), with the knob's own constraints."""
+    if name in CLIENT_KNOBS:
+        return TypeAdapter(CLIENT_KNOBS[name])
+    field = ServerConfig.model_fields[name]
+    if field.metadata:
+        return TypeAdapter(Annotated[(field.annotation, *field.metadata)])
+    return TypeAdapter(field.annotation)
+
+
+class Hardware(BaseModel):
+    """The machine a study runs on; ``gpus: 0`` means a CPU host (no GPU-count or GPU-memory rules)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpus: Annotated[int, Field(ge=0)] = 0
+    gpu_memory_gb: Annotated[float, Field(gt=0)] | None = None
+    gpu: str | None = None

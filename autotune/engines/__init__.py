@@ -1,0 +1,29 @@
+"""Engine adapters, by name. A registry is a plain dict; an unknown name lists the valid ones."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autotune.engines.base import Engine, LaunchSpec, Rule
+from autotune.engines.sglang import SglangEngine
+from autotune.engines.trtllm import TrtllmEngine
+from autotune.engines.vllm import VllmEngine
+from autotune.errors import UsageError
+
+ENGINES: dict[str, type[Engine]] = {cls.name: cls for cls in (VllmEngine, SglangEngine, TrtllmEngine)}
+
+
+def get_engine(name: str, executable: Sequence[str] | None = None) -> Engine:
+    """The adapter for ``name``, invoking the engine through ``executable`` (None: the engine's usual command).
+
+    Raises:
+        UsageError: no adapter has that name; the message lists the valid ones.
+    """
+    try:
+        cls = ENGINES[name]
+    except KeyError:
+        raise UsageError(f"no engine adapter named {name!r}; valid engines: {', '.join(ENGINES)}") from None
+    return cls(executable)
+
+
+__all__ = ["ENGINES", "Engine", "LaunchSpec", "Rule", "get_engine"]

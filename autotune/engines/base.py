@@ -1,0 +1,185 @@
+"""What every engine adapter provides: render a launch, check static rules, classify a failed start."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from packaging.version import Version
+
+from autotune.config import Hardware, ServerConfig
+from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.models import ModelInfo, resolve_model
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """An engine launch: argv (never a shell string), extra environment, and files to write beside it.
+
+    ``files`` maps a file name, relative to the directory the server starts in, to its content.
+    """
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"argv": list(self.argv), "env": dict(self.env), "files": dict(self.files)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_shell(self) -> str:
+        """A POSIX shell script that writes the files and runs the command; every value is quoted."""
+        lines = []
+        for name, content in self.files.items():
+            lines.append(f"cat > {shlex.quote(name)} <<'AUTOTUNE_EOF'\n{content.rstrip()}\nAUTOTUNE_EOF")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        lines.append(f"{env} {shlex.join(self.argv)}" if env else shlex.join(self.argv))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a static rule looks at."""
+
+    config: ServerConfig
+    hardware: Hardware
+    model: ModelInfo | None
+    version: Version
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named static rule; ``test`` returns the reason a configuration breaks it, or None."""
+
+    name: str
+    description: str
+    test: Callable[[RuleContext], str | None]
+
+
+class ArgvBuilder:
+    """Collects flags; knobs that are None are skipped, so only what was set is rendered."""
+
+    def __init__(self, prefix: Sequence[str]) -> None:
+        self.argv: list[str] = list(prefix)
+        self.env: dict[str, str] = {}
+
+    def option(self, flag: str, value: object) -> None:
+        if value is not None:
+            self.argv += [flag, _text(value)]
+
+    def switch(self, flag: str, on: bool | None) -> None:
+        if on:
+            self.argv.append(flag)
+
+    def setenv(self, name: str, value: object) -> None:
+        if value is not None:
+            self.env[name] = _text(value)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _patterns(*pairs: tuple[FailureKind, str]) -> tuple[tuple[FailureKind, re.Pattern[str]], ...]:
+    return tuple((kind, re.compile(pattern)) for kind, pattern in pairs)
+
+
+# Real messages from the engines (engines.md §6). Order matters: the first kind that matches wins, and the most
+# specific causes come first (an OOM traceback also contains generic "Error" lines).
+COMMON_FAILURE_PATTERNS = _patterns(
+    (FailureKind.PORT_IN_USE, r"Address already in use|\[Errno 98\]"),
+    (FailureKind.BAD_FLAG, r"unrecognized arguments|invalid choice|error: argument|Extra inputs are not permitted"),
+    (FailureKind.OOM, r"CUDA out of memory|OutOfMemoryError|out of memory|Not enough memory"),
+    (FailureKind.NCCL, r"NCCL error|ncclInternalError|ncclSystemError|NCCL WARN"),
+)
+
+
+class Engine(ABC):
+    """An engine adapter. Subclasses set the class attributes and implement ``render``.
+
+    Args:
+        executable: how to invoke the engine's CLI on this machine (e.g. ``["vllm"]`` or
+            ``["/opt/venv/bin/python", "vllm_cli.py"]``); None uses the engine's usual command.
+    """
+
+    name: ClassVar[str]
+    default_executable: ClassVar[tuple[str, ...]]
+    default_version: ClassVar[str]
+    readiness_path: ClassVar[str] = "/health"
+    rules: ClassVar[tuple[Rule, ...]] = ()
+    # knob -> why this engine has no such knob; setting it is refused rather than silently dropped.
+    unsupported_knobs: ClassVar[dict[str, str]] = {}
+    failure_patterns: ClassVar[tuple[tuple[FailureKind, re.Pattern[str]], ...]] = ()
+
+    def __init__(self, executable: Sequence[str] | None = None) -> None:
+        self.executable = tuple(executable) if executable else self.default_executable
+
+    def version(self, config: ServerConfig) -> Version:
+        """The engine version whose flags are rendered: the config's, else the adapter's default."""
+        return Version(config.engine_version or self.default_version)
+
+    def launch_spec(self, config: ServerConfig, port: int | None = None, host: str = "127.0.0.1") -> LaunchSpec:
+        """Render ``config`` as this engine's launch; pure: same input, same output.
+
+        Args:
+            config: the configuration; its engine must be this one.
+            port: the port to serve on; None leaves host and port to the engine's defaults.
+            host: the address to bind when ``port`` is given.
+
+        Raises:
+            UnsupportedConfig: a knob is set that this engine has no way to express.
+        """
+        if config.engine != self.name:
+            raise UnsupportedConfig("engine", f"a {config.engine} configuration given to the {self.name} adapter")
+        self._refuse_unsupported_knobs(config)
+        spec = self.render(config, self.version(config), port, host)
+        argv = spec.argv + tuple(config.extra_args)
+        return LaunchSpec(argv, {**spec.env, **config.env}, spec.files)
+
+    @abstractmethod
+    def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
+        """The engine-specific part of ``launch_spec`` (without extra_args and env, which are added after)."""
+
+    def check(self, config: ServerConfig, hardware: Hardware) -> None:
+        """Apply every static rule; raise on the first one broken.
+
+        Raises:
+            UnsupportedConfig: names the rule and the reason.
+        """
+        self._refuse_unsupported_knobs(config)
+        model = resolve_model(config.model)
+        if model is None:
+            log.info("no model-specific rules for %s: unknown model", config.model)
+        context = RuleContext(config, hardware, model, self.version(config))
+        for rule in self.rules:
+            reason = rule.test(context)
+            if reason:
+                raise UnsupportedConfig(rule.name, reason)
+
+    def classify_failure(self, returncode: int | None, log_tail: str) -> FailureKind:
+        """Map a failed start (exit code and the end of its log) to a FailureKind."""
+        for kind, pattern in self.failure_patterns + COMMON_FAILURE_PATTERNS:
+            if pattern.search(log_tail):
+                return kind
+        return FailureKind.CRASH
+
+    def gpus_used(self, config: ServerConfig) -> int:
+        """GPUs a launch occupies: TP × PP × DP (engines with attention-DP inside TP override this)."""
+        return (config.tp or 1) * (config.pp or 1) * (config.dp or 1)
+
+    def _refuse_unsupported_knobs(self, config: ServerConfig) -> None:
+        for knob, reason in self.unsupported_knobs.items():
+            if getattr(config, knob) not in (None, False):
+                raise UnsupportedConfig("knob-not-supported", f"{knob}={getattr(config, knob)!r}: {reason}")

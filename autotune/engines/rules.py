@@ -1,0 +1,84 @@
+"""Static rules shared by several engines. Engine-specific rules live beside their adapter."""
+
+from __future__ import annotations
+
+from autotune.engines.base import Rule, RuleContext
+
+_DEFAULT_MEMORY_FRACTION = 0.9
+
+
+def _gpus_fit(engine_gpus):
+    def test(ctx: RuleContext) -> str | None:
+        needed, available = engine_gpus(ctx.config), ctx.hardware.gpus
+        if available and needed > available:
+            return f"the layout needs {needed} GPUs (tp={ctx.config.tp}, pp={ctx.config.pp}, dp={ctx.config.dp}) but the machine has {available}"
+        return None
+
+    return test
+
+
+def gpu_count_rule(engine_gpus) -> Rule:
+    """The layout must not need more GPUs than the machine has; ``engine_gpus`` counts them the engine's way."""
+    return Rule("gpu-count", "the parallel layout fits in the machine's GPUs", _gpus_fit(engine_gpus))
+
+
+def _weight_shards(ctx: RuleContext) -> int:
+    cfg = ctx.config
+    shards = (cfg.tp or 1) * (cfg.pp or 1)
+    # With expert parallelism the experts (nearly all of an MoE's bytes) are spread over the EP group too.
+    if ctx.model and ctx.model.moe and (cfg.ep or 1) > 1:
+        shards = max(shards, cfg.ep or 1, shards * (cfg.dp or 1))
+    return shards
+
+
+def _weights_fit(ctx: RuleContext) -> str | None:
+    model, hw = ctx.model, ctx.hardware
+    if not (model and model.parameter_bytes and hw.gpus and hw.gpu_memory_gb):
+        return None
+    per_gpu = model.parameter_bytes / _weight_shards(ctx) / 1e9
+    budget = hw.gpu_memory_gb * (ctx.config.gpu_memory_utilization or _DEFAULT_MEMORY_FRACTION)
+    if per_gpu > budget:
+        return (
+            f"{model.name} needs ~{per_gpu:.0f} GB of weights per GPU in this layout, more than the "
+            f"{budget:.0f} GB the memory fraction allows on a {hw.gpu_memory_gb:g} GB GPU (out of memory at load)"
+        )
+    return None
+
+
+WEIGHTS_FIT = Rule("weights-fit", "the model's weights fit in GPU memory in this layout", _weights_fit)
+
+
+def _context_within_model(ctx: RuleContext) -> str | None:
+    limit, wanted = ctx.model and ctx.model.max_positions, ctx.config.max_model_len
+    if limit and wanted and wanted > limit:
+        return f"max_model_len {wanted} is above {ctx.model.name}'s {limit} positions"
+    return None
+
+
+CONTEXT_WITHIN_MODEL = Rule(
+    "context-within-model", "max_model_len is at most the model's max positions", _context_within_model
+)
+
+
+def _only_mtp(engine: str):
+    def test(ctx: RuleContext) -> str | None:
+        spec = ctx.config.speculation
+        if spec and spec.method != "mtp":
+            return f"{engine} EAGLE needs a separate draft model, which the canonical knobs do not name; use mtp:N"
+        return None
+
+    return test
+
+
+def only_mtp_rule(engine: str) -> Rule:
+    return Rule("speculative-method", "speculative decoding is mtp:N (EAGLE needs a draft model)", _only_mtp(engine))
+
+
+def _ep_divides_tp(ctx: RuleContext) -> str | None:
+    tp, ep = ctx.config.tp or 1, ctx.config.ep or 1
+    if tp % ep:
+        return f"ep={ep} must divide tp={tp} (the experts are split inside the tensor-parallel group)"
+    return None
+
+
+EP_DIVIDES_TP = Rule("ep-divides-tp", "the expert-parallel size divides the tensor-parallel size", _ep_divides_tp)

@@ -1,0 +1,71 @@
+"""Errors and failure kinds.
+
+Every error autotune raises on purpose derives from ``AutotuneError``; the CLI turns it into one line and an
+exit code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead::
+
+    AutotuneError                 exit 1: a runtime problem
+    ├── UsageError                exit 2: the user's input is wrong (bad flag value, unknown knob, unknown engine)
+    │   └── SpaceError            exit 2: a search-space file is invalid; names the file, the key path and the fix
+    └── UnsupportedConfig         exit 1: a configuration breaks a static rule of its engine (names the rule)
+
+``FailureKind`` is the taxonomy of why a server launch did not produce a measurement.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class AutotuneError(Exception):
+    """Root of all errors autotune raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(AutotuneError):
+    """The user's input cannot be used as given; the message says what to change."""
+
+    exit_code = 2
+
+
+class SpaceError(UsageError):
+    """A search-space file is invalid.
+
+    Args:
+        source: the file (or ``<string>``) the space came from.
+        path: the key path inside the file, dotted (``engines.vllm.params.max_num_seqs``), or a line/column.
+        problem: what is wrong, with the bad value.
+        fix: what to do about it.
+    """
+
+    def __init__(self, source: str, path: str, problem: str, fix: str) -> None:
+        self.source, self.path, self.problem, self.fix = source, path, problem, fix
+        where = f"{source}: {path}" if path else source
+        super().__init__(f"{where}: {problem}; fix: {fix}")
+
+
+class UnsupportedConfig(AutotuneError):
+    """A configuration is known not to start (or not to mean what it says) on its engine.
+
+    Args:
+        rule: the name of the static rule it breaks.
+        reason: why, in the engine's terms.
+    """
+
+    def __init__(self, rule: str, reason: str) -> None:
+        self.rule, self.reason = rule, reason
+        super().__init__(f"rejected by rule '{rule}': {reason}")
+
+
+class FailureKind(StrEnum):
+    """Why a launch produced no measurement; stored with every failed trial."""
+
+    REJECTED = "rejected"  # a static rule refused it; nothing was launched
+    OOM = "oom"  # out of memory: weights, KV cache or activations do not fit
+    UNSUPPORTED = "unsupported"  # the engine refuses the combination at start-up
+    BAD_FLAG = "bad_flag"  # the engine's argument parser refuses a flag or value
+    PORT_IN_USE = "port_in_use"
+    NCCL = "nccl"  # collective communication failed (multi-GPU)
+    TIMEOUT = "timeout"  # not ready within the start-up timeout
+    HANG = "hang"  # ready, but produced no tokens
+    CRASH = "crash"  # exited for any other reason

@@ -1,0 +1,94 @@
+"""Facts about a model that the static rules need.
+
+Read from the model's ``config.json`` (and the size of its ``*.safetensors`` files) when the model is a local path,
+else taken from a small built-in profile of well-known models. An unknown model gets no model-specific rule.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the rules know about a model.
+
+    Attributes:
+        architecture: the ``architectures[0]`` of its config (e.g. ``DeepseekV32ForCausalLM``).
+        sparse_attention: DeepSeek sparse attention (DSA/NSA): the V3.2 family.
+        moe: a mixture-of-experts model.
+        parameter_bytes: size of the weights as stored, or None when unknown.
+        max_positions: the context the model was built for (``max_position_embeddings``).
+        source: where the facts came from.
+    """
+
+    name: str
+    architecture: str
+    sparse_attention: bool
+    moe: bool
+    parameter_bytes: int | None
+    max_positions: int | None
+    source: Literal["config.json", "profile"]
+
+
+def _profile(name: str, arch: str, sparse: bool, moe: bool, gbytes: float, positions: int) -> ModelInfo:
+    return ModelInfo(name, arch, sparse, moe, int(gbytes * 1e9), positions, "profile")
+
+
+# Sizes are the published checkpoints as stored (DeepSeek: FP8 weights, ~690 GB; Llama/Qwen: BF16).
+_PROFILES: dict[str, ModelInfo] = {
+    p.name.lower(): p
+    for p in (
+        _profile("DeepSeek-V3.2", "DeepseekV32ForCausalLM", True, True, 690, 163840),
+        _profile("DeepSeek-V3.2-Exp", "DeepseekV32ForCausalLM", True, True, 690, 163840),
+        _profile("DeepSeek-V3.1", "DeepseekV3ForCausalLM", False, True, 690, 163840),
+        _profile("DeepSeek-V3", "DeepseekV3ForCausalLM", False, True, 690, 163840),
+        _profile("DeepSeek-R1", "DeepseekV3ForCausalLM", False, True, 690, 163840),
+        _profile("Llama-3.1-8B-Instruct", "LlamaForCausalLM", False, False, 16.1, 131072),
+        _profile("Llama-3.1-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072),
+        _profile("Qwen3-8B", "Qwen3ForCausalLM", False, False, 16.4, 40960),
+        _profile("Qwen3-235B-A22B", "Qwen3MoeForCausalLM", False, True, 470, 40960),
+    )
+}
+
+
+def _from_config_dir(path: Path) -> ModelInfo:
+    config = json.loads((path / "config.json").read_text())
+    architecture = (config.get("architectures") or ["unknown"])[0]
+    weights = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    return ModelInfo(
+        name=path.name,
+        architecture=architecture,
+        sparse_attention="index_topk" in config or architecture == "DeepseekV32ForCausalLM",
+        moe=any(k in config for k in ("n_routed_experts", "num_local_experts", "num_experts")),
+        parameter_bytes=weights or None,
+        max_positions=config.get("max_position_embeddings"),
+        source="config.json",
+    )
+
+
+@lru_cache(maxsize=64)
+def resolve_model(model: str) -> ModelInfo | None:
+    """The facts for ``model`` (a local path or a hub id), or None when autotune knows nothing about it.
+
+    A local directory with a config.json wins; otherwise the last path component is looked up in the profiles,
+    case-insensitively, so ``/workspace/DeepSeek-v3.2`` and ``deepseek-ai/DeepSeek-V3.2`` are the same model.
+    """
+    path = Path(model)
+    if (path / "config.json").is_file():
+        try:
+            return _from_config_dir(path)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read %s/config.json (%s); no model-specific rules apply", model, exc)
+            return None
+    info = _PROFILES.get(path.name.lower())
+    if info is None:
+        log.info("model %r is not a local path and has no built-in profile: no model-specific rules apply", model)
+    return info

@@ -1,0 +1,16 @@
+"""Process-wide settings, read once from the environment (prefix ``AUTOTUNE_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """``AUTOTUNE_DEBUG=1`` shows tracebacks instead of one-line errors; ``AUTOTUNE_STUDIES_DIR`` is where studies live."""
+
+    model_config = SettingsConfigDict(env_prefix="AUTOTUNE_")
+
+    debug: bool = False
+    studies_dir: Path = Path("studies")

@@ -1,0 +1,274 @@
+"""Search spaces: the YAML schema (pydantic, extra="forbid") and what a study does with it.
+
+A space names the engines that may run, the knobs that are fixed, and the parameters Optuna varies, shared by all
+engines or per engine. Each point of the space is a ``Point``: a ``ServerConfig`` (what is launched) plus client-side
+knobs (the load the benchmark applies). Loading from YAML, with errors that name the key path, is in ``spacefile``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import optuna
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, PositiveInt, Tag
+
+from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
+
+Scalar = str | int | float | bool | None
+ENGINE_PARAM = "engine"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+class _ParamBase(_Strict):
+    def sample(self, rng: random.Random) -> Scalar:
+        """A uniformly random value (for estimates over spaces too large to enumerate)."""
+        return rng.choice(self.values())
+
+    def default_value(self) -> Scalar:
+        """The value a baseline takes (``None`` = knob unset)."""
+        return self.default
+
+    def knob_values(self, knob: str, value: Scalar) -> dict[str, Scalar]:
+        """The knobs a value of this parameter sets."""
+        return {knob: value}
+
+
+class ChoiceParam(_ParamBase):
+    """One of a list of values (``null`` = leave the knob to the engine's default)."""
+
+    choices: list[Scalar] = Field(min_length=1)
+    default: Scalar = None
+
+    def values(self) -> list[Scalar]:
+        return list(self.choices)
+
+    def suggest(self, trial: optuna.Trial, name: str) -> Scalar:
+        return trial.suggest_categorical(name, self.choices)
+
+
+class IntParam(_ParamBase):
+    """An integer range ``int: [low, high]``, optionally on a log scale or with a step."""
+
+    bounds: tuple[int, int] = Field(alias="int")
+    step: PositiveInt = 1
+    log: bool = False
+    default: int | None = None
+
+    def values(self) -> list[int]:
+        return list(range(self.bounds[0], self.bounds[1] + 1, self.step))
+
+    def suggest(self, trial: optuna.Trial, name: str) -> int:
+        return trial.suggest_int(name, *self.bounds, step=self.step, log=self.log)
+
+
+class FloatParam(_ParamBase):
+    """A float range ``float: [low, high]``, continuous unless it has a step."""
+
+    bounds: tuple[float, float] = Field(alias="float")
+    step: PositiveFloat | None = None
+    log: bool = False
+    default: float | None = None
+
+    def sample(self, rng: random.Random) -> float:
+        return rng.uniform(*self.bounds) if self.step is None else rng.choice(self.values())
+
+    def values(self) -> list[float]:
+        if self.step is None:
+            raise ValueError("a float range without a step has infinitely many values")
+        low, high = self.bounds
+        count = math.floor((high - low) / self.step + 1e-9) + 1
+        return [round(low + i * self.step, 10) for i in range(count)]
+
+    def suggest(self, trial: optuna.Trial, name: str) -> float:
+        return trial.suggest_float(name, *self.bounds, step=self.step, log=self.log)
+
+
+class TiedParam(_ParamBase):
+    """Knobs that only make sense together, picked as one: e.g. parallel layouts ``[{tp: 8}, {tp: 8, dp: 8, ...}]``."""
+
+    tied: list[dict[str, Scalar]] = Field(min_length=1)
+    default: dict[str, Scalar] | None = None
+
+    def labels(self) -> list[str]:
+        return [tied_label(option) for option in self.tied]
+
+    def values(self) -> list[str]:
+        return self.labels()
+
+    def suggest(self, trial: optuna.Trial, name: str) -> str:
+        return trial.suggest_categorical(name, self.labels())
+
+    def default_value(self) -> str | None:
+        return tied_label(self.default) if self.default is not None else None
+
+    def knob_values(self, knob: str, value: Scalar) -> dict[str, Scalar]:
+        return self.tied[self.labels().index(value)] if value is not None else {}
+
+
+def tied_label(option: dict[str, Scalar]) -> str:
+    """The categorical value Optuna stores for a tied option, readable in the dashboard: ``tp=8,dp=8``."""
+    return ",".join(f"{k}={_scalar_text(v)}" for k, v in option.items())
+
+
+def _scalar_text(value: Scalar) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+PARAM_KINDS = ("choices", "int", "float", "tied")
+
+
+def _param_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return next((kind for kind in PARAM_KINDS if kind in value), None)
+    if isinstance(value, BaseModel):
+        return {ChoiceParam: "choices", IntParam: "int", FloatParam: "float", TiedParam: "tied"}[type(value)]
+    return None
+
+
+Param = Annotated[
+    Annotated[ChoiceParam, Tag("choices")]
+    | Annotated[IntParam, Tag("int")]
+    | Annotated[FloatParam, Tag("float")]
+    | Annotated[TiedParam, Tag("tied")],
+    Discriminator(
+        _param_kind,
+        custom_error_type="param_kind",
+        custom_error_message="a parameter is a mapping with one of the keys choices, int, float, tied",
+    ),
+]
+
+
+class EngineSection(_Strict):
+    """What is specific to one engine: its version, how to invoke it, and its own fixed knobs and parameters."""
+
+    version: str | None = None
+    executable: list[str] | None = Field(default=None, min_length=1)
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Param] = Field(default_factory=dict)
+
+
+class Workload(_Strict):
+    """The benchmark each trial runs (vllm bench serve's options, engines.md §5)."""
+
+    dataset: Literal["random", "sharegpt", "jsonl"] = "random"
+    path: str | None = None
+    endpoint: Literal["/v1/completions", "/v1/chat/completions"] = "/v1/completions"
+    input_len: PositiveInt = 1024
+    output_len: PositiveInt = 128
+    range_ratio: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    prefix_len: Annotated[int, Field(ge=0)] = 0
+    num_prompts: PositiveInt = 1000
+    request_rate: PositiveFloat = math.inf
+    burstiness: PositiveFloat = 1.0
+    max_concurrency: PositiveInt | None = None
+    ignore_eos: bool = True
+    warmup_requests: Annotated[int, Field(ge=0)] = 0
+    seed: int = 0
+
+
+ThroughputMetric = Literal[
+    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s"
+]
+LatencyMetric = Literal[
+    tuple(f"{stat}_{name}_ms" for name in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90", "p99"))
+]
+
+
+class ObjectiveMetric(_Strict):
+    name: ThroughputMetric | LatencyMetric
+    direction: Literal["maximize", "minimize"] = "maximize"
+
+
+class Objective(_Strict):
+    """What a study optimises (one metric or several) and the latency SLOs a trial must meet (upper bounds, ms)."""
+
+    metrics: list[ObjectiveMetric] = Field(
+        default_factory=lambda: [ObjectiveMetric(name="total_token_throughput")], min_length=1
+    )
+    slo: dict[LatencyMetric, PositiveFloat] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a space: what to launch, and the client-side load to apply to it."""
+
+    server: ServerConfig
+    client: dict[str, Any] = field(default_factory=dict)
+
+
+class SearchSpace(_Strict):
+    """A validated search space. Build it with ``autotune.spacefile.load_space`` to get file-aware errors."""
+
+    name: str | None = None
+    description: str | None = None
+    hardware: Hardware = Field(default_factory=Hardware)
+    engines: dict[str, EngineSection] = Field(min_length=1)
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Param] = Field(default_factory=dict)
+    workload: Workload = Field(default_factory=Workload)
+    objective: Objective = Field(default_factory=Objective)
+    startup_timeout_s: PositiveFloat = 900.0
+
+    def engine_params(self, engine: str) -> dict[str, Param]:
+        """The parameters that vary when ``engine`` runs, by Optuna name (engine ones prefixed ``engine.``)."""
+        own = {f"{engine}.{name}": p for name, p in self.engines[engine].params.items()}
+        return {**self.params, **own}
+
+    def suggest(self, trial: optuna.Trial) -> Point:
+        """Ask ``trial`` for one value per parameter (the engine first, so engine parameters are conditional)."""
+        engines = list(self.engines)
+        engine = trial.suggest_categorical(ENGINE_PARAM, engines) if len(engines) > 1 else engines[0]
+        params = {name: p.suggest(trial, name) for name, p in self.engine_params(engine).items()}
+        return self.point(engine, params)
+
+    def point(self, engine: str, params: dict[str, Any]) -> Point:
+        """The point for ``engine`` with parameter values by Optuna name; unspecified parameters take their default."""
+        knobs: dict[str, Any] = {**self.fixed, **self.engines[engine].fixed}
+        client: dict[str, Any] = {}
+        for name, param in self.engine_params(engine).items():
+            value = params[name] if name in params else param.default_value()
+            for knob, setting in param.knob_values(name.split(".", 1)[-1], value).items():
+                if setting is not None:
+                    (client if knob in CLIENT_KNOBS else knobs)[knob] = setting
+        version = self.engines[engine].version
+        server = ServerConfig.model_validate({**knobs, "engine": engine, "engine_version": version})
+        return Point(server, client)
+
+    def point_from_params(self, params: dict[str, Any]) -> Point:
+        """The point a finished trial ran, from its ``trial.params``."""
+        engine = params.get(ENGINE_PARAM, next(iter(self.engines)))
+        return self.point(engine, params)
+
+    def default_point(self, engine: str) -> Point:
+        """Fixed knobs plus each parameter's default: the engine's baseline in this space."""
+        return self.point(engine, {})
+
+    def size(self, engine: str) -> float:
+        """How many distinct points the space has for ``engine`` (``inf`` with a continuous parameter)."""
+        total = 1.0
+        for param in self.engine_params(engine).values():
+            total *= math.inf if isinstance(param, FloatParam) and param.step is None else len(param.values())
+        return total
+
+    def enumerate(self, engine: str) -> Iterator[Point]:
+        """Every point for ``engine`` (a discrete space only; check ``size`` first)."""
+        names = list(self.engine_params(engine))
+        value_lists = [p.values() for p in self.engine_params(engine).values()]
+        for values in itertools.product(*value_lists):
+            yield self.point(engine, dict(zip(names, values, strict=True)))
+
+    def random_point(self, engine: str, rng: random.Random) -> Point:
+        """A uniformly random point for ``engine``."""
+        return self.point(engine, {name: p.sample(rng) for name, p in self.engine_params(engine).items()})

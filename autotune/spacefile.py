@@ -1,0 +1,301 @@
+"""Load a search space from YAML; every problem becomes one ``SpaceError`` naming the file, the key path and the fix."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from autotune.config import CLIENT_KNOBS, KNOBS, knob_adapter
+from autotune.engines import ENGINES
+from autotune.errors import SpaceError
+from autotune.space import (
+    ENGINE_PARAM,
+    PARAM_KINDS,
+    ChoiceParam,
+    FloatParam,
+    IntParam,
+    Param,
+    SearchSpace,
+    TiedParam,
+)
+
+# Knobs a space sets through its structure, not through fixed/params.
+_STRUCTURAL_KNOBS = {"engine": "list the engine under engines:", "engine_version": "set engines.<name>.version"}
+_SERVER_KNOBS = [k for k in KNOBS if k not in _STRUCTURAL_KNOBS]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML would silently keep the last one)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+    seen: dict[Any, yaml.Mark] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def load_space(path: str | Path) -> SearchSpace:
+    """Read and validate a search-space file.
+
+    Raises:
+        SpaceError: the file cannot be read, is not valid YAML, or does not describe a valid space.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpaceError(source, "", f"cannot read the file ({exc.strerror})", "check the path") from None
+    return parse_space(text, source)
+
+
+def parse_space(text: str, source: str = "<string>") -> SearchSpace:
+    """Validate a search space given as YAML text; ``source`` names it in errors."""
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpaceError(source, where, f"malformed YAML: {problem}", "correct the YAML syntax there") from None
+    if not isinstance(data, dict):
+        raise SpaceError(
+            source,
+            "(top level)",
+            f"expected a mapping of keys, got {type(data).__name__}",
+            "start from a shipped space in search_spaces/",
+        )
+    try:
+        space = SearchSpace.model_validate(data)
+    except ValidationError as exc:
+        raise _space_error(source, exc.errors()[0]) from None
+    _check_semantics(space, source)
+    return space
+
+
+# ---- pydantic errors -> one line ---------------------------------------------------------------------------------
+
+
+def _space_error(source: str, error: ErrorDetails) -> SpaceError:
+    path, parent = _walk(error["loc"])
+    kind, value = error["type"], error.get("input")
+    if kind == "extra_forbidden":
+        key = str(error["loc"][-1])
+        return SpaceError(source, path, f"unknown key {key!r}", _valid_keys_hint(key, parent))
+    if kind == "missing":
+        return SpaceError(source, path, "required key is missing", "add it (see the shipped spaces in search_spaces/)")
+    if kind == "param_kind":
+        return SpaceError(
+            source, path, f"{error['msg']}, got {value!r}", "write e.g. {choices: [a, b]} or {int: [1, 8]}"
+        )
+    fix = _FIXES.get(kind, "give a value of the expected type")
+    return SpaceError(source, path, f"{error['msg'].lower()} (got {value!r})", fix)
+
+
+_FIXES = {
+    "literal_error": "use one of the values listed",
+    "too_short": "give at least one entry",
+    "tuple_type": "give a two-element list [low, high]",
+    "too_long": "give exactly [low, high]",
+    "dict_type": "give a mapping of key: value",
+    "list_type": "give a YAML list",
+    "bool_type": "use true or false",
+    "bool_parsing": "use true or false",
+}
+
+
+def _walk(loc: tuple) -> tuple[str, type[BaseModel] | None]:
+    """The dotted key path for a pydantic location, and the model class at its parent (for key suggestions).
+
+    Pydantic puts the discriminator tag of a parameter into the location; it is not a key of the file, so it is
+    dropped here.
+    """
+    parts: list[str] = []
+    current: Any = SearchSpace
+    for i, item in enumerate(loc):
+        parent = current
+        if _is_param_union(current) and item in PARAM_KINDS:
+            current = {"choices": ChoiceParam, "int": IntParam, "float": FloatParam, "tied": TiedParam}[item]
+            continue
+        parts.append(f"[{item}]" if isinstance(item, int) else (("." if parts else "") + str(item)))
+        current = _child_type(current, item)
+        if i == len(loc) - 1:
+            return "".join(parts), parent if isinstance(parent, type) and issubclass(parent, BaseModel) else None
+    return "".join(parts), None
+
+
+def _is_param_union(tp: Any) -> bool:
+    return tp is Param
+
+
+def _child_type(tp: Any, key: Any) -> Any:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        for name, field in tp.model_fields.items():
+            if key in (name, field.alias):
+                return _unwrap(field.annotation)
+        return None
+    origin = typing.get_origin(tp)
+    if origin is dict:
+        return _unwrap(typing.get_args(tp)[1])
+    if origin in (list, tuple):
+        return _unwrap(typing.get_args(tp)[0])
+    return None
+
+
+def _unwrap(tp: Any) -> Any:
+    if tp is Param:
+        return tp
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, getattr(typing, "UnionType", None)) or type(tp).__name__ == "UnionType":
+        return _unwrap(args[0]) if len(args) == 1 else tp
+    if typing.get_origin(tp) is typing.Annotated:
+        return _unwrap(args[0])
+    return tp
+
+
+def _valid_keys_hint(key: str, model: type[BaseModel] | None) -> str:
+    if model is None:
+        return "remove it"
+    valid = [field.alias or name for name, field in model.model_fields.items()]
+    close = difflib.get_close_matches(key, valid, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"{guess}valid keys here: {', '.join(valid)}"
+
+
+# ---- rules pydantic cannot express: knob names, value types per knob, ranges ---------------------------------------
+
+
+def _check_semantics(space: SearchSpace, source: str) -> None:
+    def fail(path: str, problem: str, fix: str) -> typing.NoReturn:
+        raise SpaceError(source, path, problem, fix)
+
+    for engine in space.engines:
+        if engine not in ENGINES:
+            fail(f"engines.{engine}", f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}")
+    _check_fixed(space.fixed, "fixed", fail)
+    _check_params(space.params, "params", fail)
+    for engine, section in space.engines.items():
+        prefix = f"engines.{engine}"
+        _check_fixed(section.fixed, f"{prefix}.fixed", fail)
+        _check_params(section.params, f"{prefix}.params", fail)
+        _check_version(section.version, f"{prefix}.version", fail)
+        _check_overlaps(space, engine, fail)
+        try:
+            space.default_point(engine)
+        except ValidationError as exc:  # each value was checked above; what is left is a required knob
+            knob = ".".join(str(p) for p in exc.errors()[0]["loc"])
+            fail(f"{prefix}.fixed", f"knob {knob!r} is not set for engine {engine}", f"add {knob}: … under fixed:")
+
+
+def _check_version(version: str | None, path: str, fail) -> None:
+    if version is not None:
+        try:
+            knob_adapter("engine_version").validate_python(version)
+        except ValidationError as exc:
+            fail(path, exc.errors()[0]["msg"], "write the engine's release, e.g. 0.13.0")
+
+
+def _unknown_knob(name: str, path: str, fail, allowed: list[str]) -> None:
+    if name in _STRUCTURAL_KNOBS:
+        fail(path, f"{name!r} cannot be set here", _STRUCTURAL_KNOBS[name])
+    close = difflib.get_close_matches(name, allowed, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    fail(path, f"unknown knob {name!r}", f"{guess}knobs are listed in knobs.md ({', '.join(allowed)})")
+
+
+def _check_value(knob: str, value: Any, path: str, fail) -> None:
+    try:
+        knob_adapter(knob).validate_python(value, strict=not isinstance(value, (dict, list)))
+    except ValidationError as exc:
+        fail(
+            path, f"{value!r} is not a valid {knob}: {exc.errors()[0]['msg'].lower()}", f"give a valid value for {knob}"
+        )
+
+
+def _check_fixed(fixed: dict[str, Any], path: str, fail) -> None:
+    for knob, value in fixed.items():
+        if knob not in _SERVER_KNOBS:
+            _unknown_knob(knob, f"{path}.{knob}", fail, _SERVER_KNOBS)
+        _check_value(knob, value, f"{path}.{knob}", fail)
+
+
+def _check_params(params: dict[str, Any], path: str, fail) -> None:
+    knobs = _SERVER_KNOBS + list(CLIENT_KNOBS)
+    for name, param in params.items():
+        here = f"{path}.{name}"
+        if name == ENGINE_PARAM:
+            fail(here, "'engine' is chosen from the engines: section", "list the engines under engines:")
+        if isinstance(param, TiedParam):
+            if name in KNOBS:
+                fail(here, f"a tied group is named after the knob {name!r}", "name the group, e.g. layout")
+            for i, option in enumerate(param.tied):
+                for knob, value in option.items():
+                    if knob not in knobs:
+                        _unknown_knob(knob, f"{here}.tied[{i}].{knob}", fail, knobs)
+                    _check_value(knob, value, f"{here}.tied[{i}].{knob}", fail)
+            if param.default is not None and param.default not in param.tied:
+                fail(f"{here}.default", f"{param.default!r} is not one of the tied options", "copy one option verbatim")
+            continue
+        if name not in knobs:
+            _unknown_knob(name, here, fail, knobs)
+        _check_param_values(name, param, here, fail)
+
+
+def _check_param_values(knob: str, param: Any, path: str, fail) -> None:
+    if isinstance(param, ChoiceParam):
+        if len(set(map(repr, param.choices))) != len(param.choices):
+            fail(f"{path}.choices", "a value is listed twice", "list each value once")
+        for i, value in enumerate(param.choices):
+            if value is not None:
+                _check_value(knob, value, f"{path}.choices[{i}]", fail)
+        if param.default not in param.choices and param.default is not None:
+            fail(f"{path}.default", f"{param.default!r} is not among the choices", "pick one of the choices")
+        return
+    kind = "int" if isinstance(param, IntParam) else "float"
+    low, high = param.bounds
+    for bound in (low, high):
+        _check_value(knob, bound, f"{path}.{kind}", fail)
+    if not low <= high or (isinstance(low, float) and not math.isfinite(high - low)):
+        fail(f"{path}.{kind}", f"empty range [{low}, {high}]", "write [low, high] with low <= high")
+    if param.log and low <= 0:
+        fail(f"{path}.{kind}", f"a log range must start above 0, got {low}", "raise low or drop log: true")
+    if param.log and (param.step not in (None, 1)):
+        fail(f"{path}.step", "log: true cannot be combined with a step", "drop one of them")
+    if param.step is not None and param.step > high - low and low != high:
+        fail(f"{path}.step", f"step {param.step} is wider than the range [{low}, {high}]", "use a smaller step")
+    if param.default is not None and not low <= param.default <= high:
+        fail(f"{path}.default", f"{param.default} is outside [{low}, {high}]", "pick a default inside the range")
+
+
+def _check_overlaps(space: SearchSpace, engine: str, fail) -> None:
+    places: dict[str, str] = {}
+
+    def claim(knob: str, path: str) -> None:
+        if knob in places:
+            fail(path, f"knob {knob!r} is also set by {places[knob]}", "set each knob in one place only")
+        places[knob] = path
+
+    for section, fixed in (("fixed", space.fixed), (f"engines.{engine}.fixed", space.engines[engine].fixed)):
+        for knob in fixed:
+            claim(knob, f"{section}.{knob}")
+    for name, param in space.engine_params(engine).items():
+        short = name.split(".", 1)[-1]
+        path = f"params.{short}" if name in space.params else f"engines.{engine}.params.{short}"
+        knobs = {k for option in param.tied for k in option} if isinstance(param, TiedParam) else {short}
+        for knob in sorted(knobs):
+            claim(knob, path)

