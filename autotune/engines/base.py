@@ -103,6 +103,8 @@ COMMON_FAILURE_PATTERNS = _patterns(
     (FailureKind.BAD_FLAG, r"unrecognized arguments|invalid choice|error: argument|Extra inputs are not permitted"),
     (FailureKind.OOM, r"CUDA out of memory|OutOfMemoryError|out of memory|Not enough memory"),
     (FailureKind.NCCL, r"NCCL error|ncclInternalError|ncclSystemError|NCCL WARN"),
+    # e.g. vLLM on CPU: "NotImplementedError: Unsupported speculative method: 'mtp'"
+    (FailureKind.UNSUPPORTED, r"NotImplementedError|not supported on this platform"),
 )
 
 

