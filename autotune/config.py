@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 EngineName = Literal["vllm", "sglang", "trtllm", "sim"]
 KvCacheDtype = Literal["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -33,7 +33,35 @@ def _argument_value(value: str) -> str:
     return value
 
 
+def _version_number(value: str) -> str:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a version number such as 0.13.0 or 0.5.6.post2") from None
+    return value
+
+
+def _speculative_grammar(value: str) -> str:
+    if not _SPECULATIVE.fullmatch(value):
+        raise ValueError(f"{value!r} is not one of: none, mtp:N, eagle:STEPS:TOPK:DRAFT_TOKENS")
+    return value
+
+
+def _environment(value: dict[str, str]) -> dict[str, str]:
+    for name, setting in value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+        if "\x00" in setting:
+            raise ValueError(f"the value of {name} contains a NUL byte")
+    return value
+
+
+# Validators live in the types (not in field validators) so that a single knob can be checked on its own, as a
+# search-space file or `--set` gives it, with exactly the rules ServerConfig applies.
 ArgValue = Annotated[str, AfterValidator(_argument_value)]
+EngineVersion = Annotated[str, AfterValidator(_version_number)]
+SpeculativeSpec = Annotated[str, AfterValidator(_speculative_grammar)]
+Environment = Annotated[dict[str, str], AfterValidator(_environment)]
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
@@ -56,7 +84,7 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     engine: EngineName
-    engine_version: str | None = None
+    engine_version: EngineVersion | None = None
     model: ArgValue
     served_model_name: ArgValue | None = None
     tp: PositiveInt | None = None
@@ -73,7 +101,7 @@ class ServerConfig(BaseModel):
     max_num_seqs: PositiveInt | None = None
     max_num_batched_tokens: PositiveInt | None = None
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
-    speculative: str | None = None
+    speculative: SpeculativeSpec | None = None
     cuda_graph: bool | None = None
     deep_gemm: bool | None = None
     dtype: ModelDtype | None = None
@@ -82,34 +110,7 @@ class ServerConfig(BaseModel):
     chat_template: ArgValue | None = None
     tokenizer_mode: ArgValue | None = None
     extra_args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("engine_version")
-    @classmethod
-    def _version_parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                Version(value)
-            except InvalidVersion:
-                raise ValueError(f"{value!r} is not a version number such as 0.13.0 or 0.5.6.post2") from None
-        return value
-
-    @field_validator("speculative")
-    @classmethod
-    def _speculative_grammar(cls, value: str | None) -> str | None:
-        if value is not None and not _SPECULATIVE.fullmatch(value):
-            raise ValueError(f"{value!r} is not one of: none, mtp:N, eagle:STEPS:TOPK:DRAFT_TOKENS")
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, setting in value.items():
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-            if "\x00" in setting:
-                raise ValueError(f"the value of {name} contains a NUL byte")
-        return value
+    env: Environment = Field(default_factory=dict)
 
     @property
     def speculation(self) -> Speculation | None:

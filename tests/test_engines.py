@@ -26,9 +26,11 @@ def test_vllm_attention_backend_is_env_before_014_and_flag_after() -> None:
 
 
 def test_sglang_0_5_23_renames() -> None:
-    knobs = dict(engine="sglang", tp=8, dp=8, dp_attention=True, prefill_attention_backend="fa3", cuda_graph=False, dcp=2)
+    knobs = dict(
+        engine="sglang", tp=8, dp=8, dp_attention=True, prefill_attention_backend="fa3", cuda_graph=False, dcp=2
+    )
     new = render(engine_version="0.5.23", **knobs).argv
-    assert ("--attn-dp-size", "8") == new[new.index("--attn-dp-size") :][:2]
+    assert new[new.index("--attn-dp-size") :][:2] == ("--attn-dp-size", "8")
     assert "--dsa-prefill-backend" in new and "--nsa-prefill-backend" not in new
     assert "--cuda-graph-backend-decode" in new and "--disable-cuda-graph" not in new
     assert "--dcp-size" in new and "--enable-dp-attention" not in new
@@ -85,7 +87,9 @@ def test_host_and_port_only_when_asked() -> None:
 
 
 def test_extra_args_and_env_come_last_and_win() -> None:
-    config = ServerConfig(engine="vllm", model=V32, deep_gemm=False, extra_args=("--seed", "7"), env={"VLLM_USE_DEEP_GEMM": "1"})
+    config = ServerConfig(
+        engine="vllm", model=V32, deep_gemm=False, extra_args=("--seed", "7"), env={"VLLM_USE_DEEP_GEMM": "1"}
+    )
     spec = get_engine("vllm").launch_spec(config)
     assert spec.argv[-2:] == ("--seed", "7")
     assert spec.env == {"VLLM_USE_DEEP_GEMM": "1"}
@@ -109,20 +113,44 @@ def test_unknown_engine_lists_the_valid_ones() -> None:
 
 # Real messages from engines.md §6 and the CPU runs of vllm-cpu.md.
 FAILURES = [
-    ("vllm", "ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. Reason: ['sparse not supported']", FailureKind.UNSUPPORTED),
-    ("vllm", "AssertionError: DCP requires attention impls to return the softmax lse for decode", FailureKind.UNSUPPORTED),
-    ("vllm", "ValueError: To serve at least one request with the models's max seq len (163840), (20.5 GiB KV cache is needed", FailureKind.OOM),
-    ("vllm", "ValueError: max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)", FailureKind.UNSUPPORTED),
+    (
+        "vllm",
+        "ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. Reason: ['sparse not supported']",
+        FailureKind.UNSUPPORTED,
+    ),
+    (
+        "vllm",
+        "AssertionError: DCP requires attention impls to return the softmax lse for decode",
+        FailureKind.UNSUPPORTED,
+    ),
+    (
+        "vllm",
+        "ValueError: To serve at least one request with the models's max seq len (163840), (20.5 GiB KV cache is needed",
+        FailureKind.OOM,
+    ),
+    (
+        "vllm",
+        "ValueError: max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)",
+        FailureKind.UNSUPPORTED,
+    ),
     ("vllm", "Unknown attention backend: 'FOO'. Valid options are: FLASH_ATTN", FailureKind.BAD_FLAG),
     ("vllm", "vllm: error: unrecognized arguments: --swap-space 4", FailureKind.BAD_FLAG),
     ("vllm", "NotImplementedError: Unsupported speculative method: 'mtp'", FailureKind.UNSUPPORTED),
     ("vllm", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", FailureKind.OOM),
     ("sglang", "launch_server.py: error: argument --kv-cache-dtype: invalid choice: 'fp8'", FailureKind.BAD_FLAG),
-    ("sglang", "ValueError: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype", FailureKind.UNSUPPORTED),
+    (
+        "sglang",
+        "ValueError: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+        FailureKind.UNSUPPORTED,
+    ),
     ("sglang", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", FailureKind.OOM),
     ("sglang", "Currently standalone speculative decoding does not support dp attention.", FailureKind.UNSUPPORTED),
     ("sglang", "OSError: [Errno 98] Address already in use", FailureKind.PORT_IN_USE),
-    ("trtllm", "pydantic_core._pydantic_core.ValidationError: enable_atention_dp Extra inputs are not permitted", FailureKind.BAD_FLAG),
+    (
+        "trtllm",
+        "pydantic_core._pydantic_core.ValidationError: enable_atention_dp Extra inputs are not permitted",
+        FailureKind.BAD_FLAG,
+    ),
     ("trtllm", "ValueError: DSA cache requires block reuse to be disabled in KV cache config", FailureKind.UNSUPPORTED),
     ("trtllm", "RuntimeError: NCCL error in: ... unhandled system error", FailureKind.NCCL),
     ("vllm", "Segmentation fault (core dumped)", FailureKind.CRASH),
@@ -131,7 +159,9 @@ FAILURES = [
 
 @pytest.mark.parametrize(("engine", "log_tail", "kind"), FAILURES, ids=[f"{e}-{k}" for e, _, k in FAILURES])
 def test_classify_failure(engine: str, log_tail: str, kind: FailureKind) -> None:
-    assert get_engine(engine).classify_failure(1, f"INFO starting\n{log_tail}\nEngine core initialization failed.") is kind
+    assert (
+        get_engine(engine).classify_failure(1, f"INFO starting\n{log_tail}\nEngine core initialization failed.") is kind
+    )
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

@@ -128,7 +128,12 @@ def test_cpu_host_skips_gpu_rules() -> None:
 def test_model_facts_come_from_a_local_config(tmp_path) -> None:
     model = tmp_path / "DeepSeek-V3.2-local"
     model.mkdir()
-    config = {"architectures": ["DeepseekV32ForCausalLM"], "index_topk": 2048, "n_routed_experts": 256, "max_position_embeddings": 4096}
+    config = {
+        "architectures": ["DeepseekV32ForCausalLM"],
+        "index_topk": 2048,
+        "n_routed_experts": 256,
+        "max_position_embeddings": 4096,
+    }
     (model / "config.json").write_text(json.dumps(config))
     (model / "model.safetensors").write_bytes(b"\0" * 1000)
     info = resolve_model(str(model))

@@ -13,13 +13,24 @@ from autotune.engines import get_engine
 from tests.conftest import DATA
 
 V32 = "deepseek-ai/DeepSeek-V3.2"
-VLLM = {"engine": "vllm", "engine_version": "0.13.0", "model": V32, "tokenizer_mode": "deepseek_v32", "reasoning_parser": "deepseek_v3"}
+VLLM = {
+    "engine": "vllm",
+    "engine_version": "0.13.0",
+    "model": V32,
+    "tokenizer_mode": "deepseek_v32",
+    "reasoning_parser": "deepseek_v3",
+}
 SGLANG = {"engine": "sglang", "engine_version": "0.5.6.post2", "model": V32}
 SGLANG_TEMPLATE = {**SGLANG, "chat_template": "./tool_chat_template_deepseekv32.jinja"}
 SGLANG_DPA = {**SGLANG_TEMPLATE, "tp": 8, "dp": 8, "dp_attention": True}
 SGLANG_PARSERS = {**SGLANG_DPA, "reasoning_parser": "deepseek-v3", "tool_call_parser": "deepseekv32"}
 SGLANG_32K = {**SGLANG_PARSERS, "max_model_len": 32768}
-SGLANG_BEST = {**SGLANG_32K, "attention_backend": "nsa", "prefill_attention_backend": "fa3", "decode_attention_backend": "fa3"}
+SGLANG_BEST = {
+    **SGLANG_32K,
+    "attention_backend": "nsa",
+    "prefill_attention_backend": "fa3",
+    "decode_attention_backend": "fa3",
+}
 TRTLLM = {"engine": "trtllm", "engine_version": "1.2.0rc5", "model": "/workspace/DeepSeek-v3.2", "tp": 8}
 
 # (engine, experiment) -> the canonical knobs of that run, written by hand from the seed study's text.
@@ -97,7 +108,9 @@ def test_seed_command_is_reproduced(row: dict) -> None:
     spec = adapter.launch_spec(config, port=port, host=host)
 
     assert spec.argv[:executable_len] == adapter.executable
-    assert argv_shape(row["engine"], list(spec.argv), executable_len) == argv_shape(row["engine"], expected, executable_len)
+    assert argv_shape(row["engine"], list(spec.argv), executable_len) == argv_shape(
+        row["engine"], expected, executable_len
+    )
     assert spec.env == parse_env(row["env"])
     assert spec.files == {}  # none of the seed's runs needed a TRT-LLM options file
 
