@@ -50,7 +50,7 @@ def test_deepseek_space_covers_the_seed_dimensions() -> None:
     space = load_space(SPACES / "deepseek-v32-h200x8.yaml")
     assert set(space.engines) == {"vllm", "sglang", "trtllm"}
     knobs = set(space.params)
-    for engine, section in space.engines.items():
+    for section in space.engines.values():
         for name, param in section.params.items():
             knobs |= {k for option in param.tied for k in option} if hasattr(param, "tied") else {name}
     seed = {"tp", "dp", "ep", "dp_attention", "dcp", "speculative", "deep_gemm", "tool_call_parser", "max_model_len",
