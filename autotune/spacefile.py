@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -158,10 +159,11 @@ def _child_type(tp: Any, key: Any) -> Any:
 
 
 def _unwrap(tp: Any) -> Any:
+    """``X | None`` and ``Annotated[X, ...]`` → X, so the walk can go on into X's fields."""
     if tp is Param:
         return tp
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, getattr(typing, "UnionType", None)) or type(tp).__name__ == "UnionType":
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return _unwrap(args[0]) if len(args) == 1 else tp
     if typing.get_origin(tp) is typing.Annotated:
         return _unwrap(args[0])

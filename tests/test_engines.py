@@ -164,6 +164,14 @@ def test_classify_failure(engine: str, log_tail: str, kind: FailureKind) -> None
     )
 
 
+def test_classify_failure_without_a_message_uses_the_exit() -> None:
+    engine = get_engine("vllm")
+    assert engine.classify_failure(-9, "INFO loading weights") is FailureKind.OOM  # the kernel's OOM killer
+    assert engine.classify_failure(137, "") is FailureKind.OOM
+    assert engine.classify_failure(1, "INFO loading weights") is FailureKind.CRASH
+    assert engine.classify_failure(-9, "OSError: [Errno 98] Address already in use") is FailureKind.PORT_IN_USE
+
+
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_contract_rendering_is_pure_and_argv_only(name: str) -> None:
     config = ServerConfig(engine=name, model=V32, tp=8, max_num_seqs=256, max_model_len=32768, cuda_graph=False)

