@@ -32,9 +32,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from autotune.cli import command, space, study
+    from autotune.cli import bench, command, space, study
 
     app.add_typer(space.app, name="space")
+    app.command(name="bench")(bench.bench)
     app.add_typer(study.app, name="study")
     app.command(name="command")(command.command)
 

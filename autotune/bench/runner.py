@@ -1,0 +1,97 @@
+"""One benchmark run: build the requests, warm up, send the load (in one process or sharded), compute the result."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tokenizers import Tokenizer
+
+from autotune.bench.client import ClientOptions, RequestRecord, arrival_offsets, run_requests
+from autotune.bench.datasets import build_requests
+from autotune.bench.metrics import client_health, compute_metrics, per_request_lists, result_header
+from autotune.bench.shards import run_sharded
+from autotune.space import Workload
+
+_WARMUP_SEED_OFFSET = 1_000_003  # warm-up prompts differ from the measured ones, so they do not prime prefix caches
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Running state at a checkpoint: counts so far and the metrics of the requests finished so far."""
+
+    finished: int
+    total: int
+    elapsed_s: float
+    metrics: dict
+
+
+ProgressHook = Callable[[Progress], None]
+
+
+class _Checkpoints:
+    """Calls the hook each time another ``every`` share of the requests has finished."""
+
+    def __init__(self, total: int, hook: ProgressHook | None, every: float) -> None:
+        self.total, self.hook = total, hook
+        self.marks = sorted({max(1, math.ceil(total * every * k)) for k in range(1, int(1 / every) + 1)})
+        self.done: list[RequestRecord] = []
+
+    def __call__(self, index: int, record: RequestRecord) -> None:
+        self.done.append(record)
+        if self.hook and self.marks and len(self.done) >= self.marks[0]:
+            self.marks.pop(0)
+            elapsed = time.perf_counter() - min(r.start_time for r in self.done)
+            self.hook(Progress(len(self.done), self.total, elapsed, compute_metrics(self.done, max(elapsed, 1e-9))))
+
+
+def run_benchmark(
+    options: ClientOptions,
+    workload: Workload,
+    tokenizer: Tokenizer | None,
+    *,
+    seed: int | None = None,
+    goodput: dict[str, float] | None = None,
+    percentiles: tuple[float, ...] = (99,),
+    shards: int = 1,
+    on_progress: ProgressHook | None = None,
+    checkpoint_every: float = 0.1,
+    include_requests: bool = True,
+    tokenizer_id: str | None = None,
+) -> dict:
+    """Run ``workload`` against the server of ``options`` and return vllm bench's result dict (plus ``client``).
+
+    Args:
+        seed: overrides the workload's seed (use a new one per repeat).
+        goodput: SLOs in ms (``ttft``/``tpot``/``e2el``) for request_goodput.
+        shards: worker processes for the load (1: this process).
+        on_progress: called at every ``checkpoint_every`` share of finished requests, with running metrics.
+        include_requests: add vllm bench's per-request lists (ttfts, itls, ...).
+    """
+    seed = workload.seed if seed is None else seed
+    requests = build_requests(workload, tokenizer, seed)
+    if workload.warmup_requests:
+        warm = workload.model_copy(update={"num_prompts": workload.warmup_requests})
+        warmup = build_requests(warm, tokenizer, seed + _WARMUP_SEED_OFFSET)
+        asyncio.run(run_requests(options, warmup, [0.0] * len(warmup), workload.max_concurrency))
+    offsets = arrival_offsets(len(requests), workload.request_rate, workload.burstiness, seed)
+    checkpoints = _Checkpoints(len(requests), on_progress, checkpoint_every)
+    if shards > 1:
+        records, lags, start, end = run_sharded(
+            options, requests, offsets, workload.max_concurrency, shards, checkpoints
+        )
+    else:
+        records, lags, start, end = asyncio.run(
+            run_requests(options, requests, offsets, workload.max_concurrency, on_done=checkpoints)
+        )
+    rate = workload.request_rate
+    result = result_header(options.model, tokenizer_id, len(requests), rate if rate != math.inf else "inf",
+                           workload.burstiness, workload.max_concurrency)  # fmt: skip
+    result |= compute_metrics(records, end - start, goodput, percentiles)
+    result["client"] = client_health(lags, result["median_itl_ms"]) | {"shards": shards}
+    if include_requests:
+        result |= per_request_lists(records)
+    return result

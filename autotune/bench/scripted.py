@@ -1,0 +1,188 @@
+"""A deterministic OpenAI-compatible streaming server with scripted timings and faults.
+
+It stands in for an engine wherever the truth must be known exactly: metric definitions (hand-computable timings),
+client capacity (zero delay), client timing fidelity (every stream paced at a known interval) and faults. It speaks
+just enough HTTP/1.1 (keep-alive, chunked SSE) on raw asyncio so that it is cheap enough not to be the bottleneck.
+
+Each request streams ``max_tokens`` (or ``max_completion_tokens``) events, one token each, the first after
+``ttft_ms`` and the rest ``itl_ms`` apart, then a usage event and ``[DONE]``. ``prompt_tokens`` is the number of
+whitespace-separated words of the prompt. A prompt containing one of these markers misbehaves on purpose:
+``FAULT:reset`` (connection reset after 2 tokens), ``FAULT:malformed`` (a non-JSON data line), ``FAULT:500`` and
+``FAULT:404`` (HTTP errors), ``FAULT:stall`` (stops sending after 2 tokens, keeps the connection open),
+``FAULT:error-event`` (an ``{"error": ...}`` data event), ``FAULT:no-tokens`` (usage and [DONE] only).
+
+Run: ``python -m autotune.bench.scripted --port 8000 [--ttft-ms 50] [--itl-ms 20] [--cpu 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+
+_FAULTS = ("reset", "malformed", "500", "404", "stall", "error-event", "no-tokens")
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _event(data: bytes) -> bytes:
+    return _chunk(b"data: " + data + b"\n\n")
+
+
+class _Stream:
+    """One streaming response, driven by timers on the loop."""
+
+    def __init__(self, server: ScriptedServer, transport: asyncio.Transport, request: dict) -> None:
+        self.server, self.transport = server, transport
+        self.chat = "messages" in request
+        prompt = request.get("prompt") or " ".join(m.get("content", "") for m in request.get("messages", []))
+        self.fault = next((f for f in _FAULTS if f"FAULT:{f}" in prompt), None)
+        self.prompt_tokens = len(prompt.split())
+        self.total = int(request.get("max_tokens") or request.get("max_completion_tokens") or 16)
+        self.sent = 0
+        self.model = request.get("model", "scripted").encode()
+
+    def start(self) -> None:
+        self.t0 = self.server.loop.time()
+        if self.fault in ("500", "404"):
+            body = json.dumps({"error": {"message": f"scripted {self.fault}", "code": int(self.fault)}}).encode()
+            status = b"500 Internal Server Error" if self.fault == "500" else b"404 Not Found"
+            head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (status, len(body))
+            self.transport.write(head + body)
+            self.server.finished(self.transport)
+            return
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        self._schedule()
+
+    def _schedule(self) -> None:
+        # Event k is due at t0 + ttft + k·itl (absolute times), so the server's own lag does not add up.
+        if self.server.zero_delay:
+            self.server.loop.call_soon(self.step)
+        else:
+            self.server.loop.call_at(self.t0 + self.server.ttft + self.sent * self.server.itl, self.step)
+
+    def step(self) -> None:
+        if self.transport.is_closing():
+            return
+        if self.fault == "no-tokens":
+            self.total = 0
+        if self.sent < self.total:
+            if self.sent == 2 and self.fault in ("reset", "stall", "malformed", "error-event"):
+                self._misbehave()
+                return
+            burst = min(self.server.burst, self.total - self.sent)
+            self.transport.write(self.server.token_event[self.chat] * burst)
+            self.sent += burst
+            self._schedule()
+            return
+        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.total,
+                 "total_tokens": self.prompt_tokens + self.total}  # fmt: skip
+        tail = json.dumps({"id": "x", "model": self.model.decode(), "choices": [], "usage": usage}).encode()
+        self.transport.write(_event(tail) + _event(b"[DONE]") + b"0\r\n\r\n")
+        self.server.finished(self.transport)
+
+    def _misbehave(self) -> None:
+        if self.fault == "reset":
+            self.transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+            self.transport.abort()
+        elif self.fault == "malformed":
+            self.transport.write(_event(b'{"choices": [ this is not json'))
+            self.fault = None
+            self._schedule()
+        elif self.fault == "error-event":
+            self.transport.write(
+                _event(b'{"error":{"message":"scripted engine error","code":500}}') + _event(b"[DONE]") + b"0\r\n\r\n"
+            )
+            self.server.finished(self.transport)
+        # "stall": send nothing more; the client's stall timeout must fire
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: ScriptedServer) -> None:
+        self.server, self.buffer = server, b""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\r\n\r\n" in self.buffer:
+            head, _, rest = self.buffer.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(rest) < length:
+                return
+            body, self.buffer = rest[:length], rest[length:]
+            self._handle(head.split(b" ", 2), body)
+
+    def _handle(self, request_line: list[bytes], body: bytes) -> None:
+        method, path = request_line[0], request_line[1]
+        if method == b"GET":
+            payload = (
+                json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode()
+                if path == b"/v1/models"
+                else b"{}"
+            )
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(payload), payload)
+            )
+            return
+        _Stream(self.server, self.transport, json.loads(body)).start()
+
+
+class ScriptedServer:
+    """Serve on 127.0.0.1:port until cancelled. Timings in milliseconds; 0/0 streams as fast as possible."""
+
+    def __init__(self, port: int, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1) -> None:
+        self.port, self.ttft, self.itl, self.burst = port, ttft_ms / 1000, itl_ms / 1000, burst
+        self.zero_delay = ttft_ms == 0 and itl_ms == 0
+        self.completed = 0
+        # one token per event, the same bytes every time, so serving costs a write and nothing else
+        self.token_event = {
+            False: _event(b'{"id":"x","object":"text_completion","choices":[{"index":0,"text":" t"}],"usage":null}'),
+            True: _event(
+                b'{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" t"}}],"usage":null}'
+            ),
+        }
+
+    def finished(self, transport: asyncio.Transport) -> None:
+        self.completed += 1
+
+    async def serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        server = await self.loop.create_server(
+            lambda: _Connection(self), "127.0.0.1", self.port, backlog=4096, reuse_address=True
+        )
+        async with server:
+            await server.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ttft-ms", type=float, default=0.0)
+    parser.add_argument("--itl-ms", type=float, default=0.0)
+    parser.add_argument("--burst", type=int, default=1, help="events per write (each still one token)")
+    parser.add_argument(
+        "--cpu", type=int, help="pin the server to this CPU (so a client on another core is measured alone)"
+    )
+    args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    asyncio.run(ScriptedServer(args.port, args.ttft_ms, args.itl_ms, args.burst).serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""``autotune bench``: benchmark a running server like ``vllm bench serve`` does, with the same metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import httpx
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from autotune.bench.client import ClientOptions
+from autotune.bench.datasets import load_tokenizer
+from autotune.bench.metrics import format_block
+from autotune.bench.runner import run_benchmark
+from autotune.errors import AutotuneError, UsageError
+from autotune.space import Workload
+
+_GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+
+
+def bench(
+    base_url: Annotated[str, typer.Option(help="server address, e.g. http://127.0.0.1:8000")],
+    model: Annotated[str, typer.Option(help="model name the server answers to")],
+    tokenizer: Annotated[
+        Path | None, typer.Option(help="tokenizer.json or a model directory (random/sharegpt need it)")
+    ] = None,
+    endpoint: Annotated[str, typer.Option(help="/v1/completions or /v1/chat/completions")] = "/v1/completions",
+    dataset: Annotated[str, typer.Option(help="random, sharegpt or jsonl")] = "random",
+    dataset_path: Annotated[Path | None, typer.Option(help="ShareGPT JSON or JSONL prompts")] = None,
+    input_len: Annotated[int, typer.Option(help="random: input tokens")] = 1024,
+    output_len: Annotated[int, typer.Option(help="output tokens (random, jsonl default)")] = 128,
+    range_ratio: Annotated[float, typer.Option(help="random: lengths uniform in len·(1±r)")] = 0.0,
+    prefix_len: Annotated[int, typer.Option(help="random: shared prefix tokens")] = 0,
+    num_prompts: Annotated[int, typer.Option()] = 1000,
+    request_rate: Annotated[float, typer.Option(help="requests/s; inf sends all at once")] = math.inf,
+    burstiness: Annotated[float, typer.Option(help="1 = Poisson arrivals, else gamma")] = 1.0,
+    max_concurrency: Annotated[int | None, typer.Option()] = None,
+    warmup_requests: Annotated[int, typer.Option(help="unmeasured requests sent first")] = 0,
+    seed: Annotated[int, typer.Option()] = 0,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos")] = True,
+    goodput: Annotated[list[str] | None, typer.Option(help="SLO as metric:ms (ttft, tpot, e2el); repeatable")] = None,
+    percentiles: Annotated[
+        str, typer.Option("--metric-percentiles", help="printed percentiles, comma-separated")
+    ] = "99",
+    shards: Annotated[int, typer.Option(help="client processes (more when one core cannot keep up)")] = 1,
+    stall_timeout: Annotated[float, typer.Option(help="seconds a stream may stay silent")] = 300.0,
+    request_timeout: Annotated[float, typer.Option(help="seconds a request may take")] = 6 * 3600.0,
+    save_result: Annotated[Path | None, typer.Option(help="write vllm bench's result JSON here")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result JSON instead of the block")] = False,
+) -> None:
+    """Benchmark a running OpenAI-compatible server; exit 1 when it is unreachable or every request failed."""
+    try:
+        workload = Workload(dataset=dataset, path=str(dataset_path) if dataset_path else None, endpoint=endpoint,
+                            input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len,
+                            num_prompts=num_prompts, request_rate=request_rate, burstiness=burstiness,
+                            max_concurrency=max_concurrency, ignore_eos=ignore_eos, warmup_requests=warmup_requests,
+                            seed=seed)  # fmt: skip
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise UsageError(f"--{'-'.join(map(str, error['loc'])).replace('_', '-')}: {error['msg'].lower()}") from None
+    slos = parse_goodput(goodput or [])
+    printed = tuple(float(p) for p in percentiles.split(","))
+    check_server(base_url)
+    tok = load_tokenizer(tokenizer) if tokenizer else None
+    options = ClientOptions(base_url, model, endpoint, ignore_eos, request_timeout, stall_timeout)
+    with _progress_bar(num_prompts, quiet=as_json) as hook:
+        result = run_benchmark(options, workload, tok, goodput=slos, percentiles=printed, shards=shards,
+                               on_progress=hook, tokenizer_id=str(tokenizer) if tokenizer else None)  # fmt: skip
+    if save_result:
+        save_result.write_text(json.dumps(result))
+    print(json.dumps(result) if as_json else format_block(result, printed))
+    if result["client"]["saturated"]:
+        print(f"warning: the client could not keep its timing (event-loop lag p50 {result['client']['event_loop_lag_p50_ms']:.1f} ms); "
+              "use --shards N", file=sys.stderr)  # fmt: skip
+    if result["completed"] == 0:
+        raise AutotuneError(
+            f"every request failed: {result['errors_by_type']} (first error: {next(e for e in result['errors'] if e)})"
+        )
+
+
+def parse_goodput(items: list[str]) -> dict[str, float]:
+    """``["ttft:500", "tpot:50"]`` → ``{"ttft": 500.0, "tpot": 50.0}``."""
+    slos = {}
+    for item in items:
+        name, _, value = item.partition(":")
+        try:
+            if name not in _GOODPUT_METRICS:
+                raise ValueError
+            slos[name] = float(value)
+        except ValueError:
+            raise UsageError(
+                f"--goodput {item!r}: expected METRIC:MS with METRIC in {', '.join(_GOODPUT_METRICS)}"
+            ) from None
+    return slos
+
+
+def check_server(base_url: str) -> None:
+    """Fail fast, with one line, when nothing answers at ``base_url`` (the control plane uses httpx)."""
+    try:
+        httpx.get(base_url.rstrip("/") + "/v1/models", timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise AutotuneError(f"server unreachable at {base_url} ({type(exc).__name__}: {exc})") from None
+
+
+class _progress_bar:
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.quiet = total, quiet
+
+    def __enter__(self):
+        if self.quiet or not sys.stderr.isatty():
+            return None
+        self.bar = Progress(TextColumn("[bold]bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("{task.fields[rate]}"), transient=True)  # fmt: skip
+        self.bar.start()
+        self.task = self.bar.add_task("bench", total=self.total, rate="")
+        return self._update
+
+    def _update(self, progress) -> None:
+        rate = f"{progress.metrics['output_throughput']:.0f} out tok/s"
+        self.bar.update(self.task, completed=progress.finished, rate=rate)
+
+    def __exit__(self, *exc: object) -> Literal[False]:
+        if not (self.quiet or not sys.stderr.isatty()):
+            self.bar.stop()
+        return False
