@@ -19,7 +19,7 @@ from autotune.space import Workload
 
 # vllm bench's ShareGPT filter: drop prompts or completions under 4 tokens, prompts over 1024, pairs over 2048.
 SHAREGPT_MIN_LEN, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = 4, 1024, 2048
-_ADJUST_ROUNDS = 10
+_ADJUST_ROUNDS, _FRESH_STARTS = 10, 20
 
 
 @dataclass(frozen=True)
@@ -67,34 +67,41 @@ def _length_range(mean: int, ratio: float) -> tuple[int, int]:
 
 
 def random_requests(tokenizer: Tokenizer, workload: Workload, seed: int) -> list[BenchRequest]:
-    """Prompts of random tokens whose re-tokenized length is exactly the sampled input length (+ a shared prefix)."""
+    """Prompts of random tokens whose re-tokenized length is exactly the sampled input length (+ a shared prefix).
+
+    Like vllm bench, the input length counts the special tokens the tokenizer adds (a BOS), so the server sees
+    ``input_len`` prompt tokens; ``prompt_len`` is that server-side count.
+    """
     rng = random.Random(seed)
     special = set(tokenizer.get_added_tokens_decoder())
     vocab = [i for i in range(tokenizer.get_vocab_size()) if i not in special]
+    added = len(tokenizer.encode("", add_special_tokens=True).ids)
     prefix = [rng.choice(vocab) for _ in range(workload.prefix_len)]
-    in_low, in_high = _length_range(workload.input_len, workload.range_ratio)
+    in_low, in_high = _length_range(max(1, workload.input_len - added), workload.range_ratio)
     out_low, out_high = _length_range(workload.output_len, workload.range_ratio)
     requests = []
     for _ in range(workload.num_prompts):
         target = workload.prefix_len + rng.randint(in_low, in_high)
         prompt, length = _exact_length_prompt(tokenizer, prefix, target, vocab, rng)
-        requests.append(BenchRequest(prompt, length, rng.randint(out_low, out_high)))
+        requests.append(BenchRequest(prompt, length + added, rng.randint(out_low, out_high)))
     return requests
 
 
 def _exact_length_prompt(tokenizer: Tokenizer, prefix: list[int], target: int, vocab: list[int], rng: random.Random):
     # Decoding random ids and encoding the text again merges or splits tokens; trim or pad until it round-trips.
-    ids = prefix + [rng.choice(vocab) for _ in range(target - len(prefix))]
-    for _ in range(_ADJUST_ROUNDS):
-        text = tokenizer.decode(ids)
-        encoded = tokenizer.encode(text, add_special_tokens=False).ids
-        if len(encoded) == target:
-            return text, target
-        ids = (
-            encoded[:target]
-            if len(encoded) > target
-            else encoded + [rng.choice(vocab) for _ in range(target - len(encoded))]
-        )
+    # Some sequences oscillate around the target: then start over from new random ids.
+    for _ in range(_FRESH_STARTS):
+        ids = prefix + [rng.choice(vocab) for _ in range(target - len(prefix))]
+        for _ in range(_ADJUST_ROUNDS):
+            text = tokenizer.decode(ids)
+            encoded = tokenizer.encode(text, add_special_tokens=False).ids
+            if len(encoded) == target:
+                return text, target
+            ids = (
+                encoded[:target]
+                if len(encoded) > target
+                else encoded + [rng.choice(vocab) for _ in range(target - len(encoded))]
+            )
     return text, len(encoded)
 
 

@@ -90,3 +90,14 @@ def test_arrivals_follow_the_rate() -> None:
     assert offsets[-1] / len(offsets) == pytest.approx(0.01, rel=0.1)  # mean gap 1/rate
     bursty = arrival_offsets(4000, 100.0, 0.2, seed=1)
     assert bursty[-1] / len(bursty) == pytest.approx(0.01, rel=0.2)
+
+
+@pytest.mark.parametrize("scripted_server", [{"burst": 8}], indirect=True)
+def test_a_client_bound_run_says_so(scripted_server, tmp_path) -> None:
+    # zero delay: the server sends as fast as the client can read, so the client, not the server, is the limit
+    path = prompts_file(tmp_path, ["a"] * 300, output_len=400)
+    result = run_benchmark(
+        ClientOptions(scripted_server.url, "s"), jsonl_workload(path, 300), None, include_requests=False
+    )
+    assert result["completed"] == 300
+    assert result["client"]["saturated"], result["client"]

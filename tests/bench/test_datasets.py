@@ -21,13 +21,19 @@ def test_random_prompts_have_exact_lengths(tokenizer) -> None:
     workload = Workload(dataset="random", input_len=100, output_len=20, num_prompts=40, range_ratio=0.25, prefix_len=10)
     requests = build_requests(workload, tokenizer)
     for request in requests:
-        assert len(tokenizer.encode(request.prompt, add_special_tokens=False).ids) == request.prompt_len
+        assert len(tokenizer.encode(request.prompt, add_special_tokens=True).ids) == request.prompt_len
         assert 10 + 75 <= request.prompt_len <= 10 + 125 and 15 <= request.output_len <= 25
     assert len({r.prompt_len for r in requests}) > 5  # the range ratio spreads them
     shared = os.path.commonprefix([r.prompt for r in requests])
     assert len(tokenizer.encode(shared, add_special_tokens=False).ids) >= 8  # the 10-token prefix, up to its last merge
     unprefixed = build_requests(workload.model_copy(update={"prefix_len": 0}), tokenizer)
     assert len(os.path.commonprefix([r.prompt for r in unprefixed])) < 5
+
+
+def test_random_lengths_are_exact_without_a_range(tokenizer) -> None:
+    requests = build_requests(Workload(dataset="random", input_len=64, output_len=8, num_prompts=100), tokenizer)
+    assert {r.prompt_len for r in requests} == {64}
+    assert {len(tokenizer.encode(r.prompt).ids) for r in requests} == {64}
 
 
 def test_random_is_deterministic_per_seed(tokenizer) -> None:
