@@ -14,3 +14,4 @@ class Settings(BaseSettings):
 
     debug: bool = False
     studies_dir: Path = Path("studies")
+    heartbeat_s: int = 10  # a dead worker's trial is retried after 3 heartbeats

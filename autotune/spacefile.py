@@ -250,7 +250,13 @@ def _check_params(params: dict[str, Any], path: str, fail) -> None:
                     if knob not in knobs:
                         _unknown_knob(knob, f"{here}.tied[{i}].{knob}", fail, knobs)
                     _check_value(knob, value, f"{here}.tied[{i}].{knob}", fail)
-            if param.default is not None and param.default not in param.tied:
+            if param.default is None:
+                fail(
+                    f"{here}.default",
+                    "a tied group needs a default option (the engine's baseline runs it)",
+                    "add default: {…}",
+                )
+            if param.default not in param.tied:
                 fail(f"{here}.default", f"{param.default!r} is not one of the tied options", "copy one option verbatim")
             continue
         if name not in knobs:
@@ -265,8 +271,9 @@ def _check_param_values(knob: str, param: Any, path: str, fail) -> None:
         for i, value in enumerate(param.choices):
             if value is not None:
                 _check_value(knob, value, f"{path}.choices[{i}]", fail)
-        if param.default not in param.choices and param.default is not None:
-            fail(f"{path}.default", f"{param.default!r} is not among the choices", "pick one of the choices")
+        if param.default not in param.choices:
+            null = " (no default means null: leave the knob to the engine)" if param.default is None else ""
+            fail(f"{path}.default", f"{param.default!r} is not among the choices{null}", "pick one of the choices")
         return
     kind = "int" if isinstance(param, IntParam) else "float"
     low, high = param.bounds
@@ -280,7 +287,13 @@ def _check_param_values(knob: str, param: Any, path: str, fail) -> None:
         fail(f"{path}.step", "log: true cannot be combined with a step", "drop one of them")
     if param.step is not None and param.step > high - low and low != high:
         fail(f"{path}.step", f"step {param.step} is wider than the range [{low}, {high}]", "use a smaller step")
-    if param.default is not None and not low <= param.default <= high:
+    if param.default is None:
+        fail(
+            f"{path}.default",
+            "a range needs a default (the engine's baseline runs it)",
+            "add default: VALUE in the range",
+        )
+    if not low <= param.default <= high:
         fail(f"{path}.default", f"{param.default} is outside [{low}, {high}]", "pick a default inside the range")
 
 

@@ -82,10 +82,10 @@ MINIMAL = """
 engines:
   vllm: {fixed: {model: m}}
 params:
-  layout: {tied: [{tp: 1}, {tp: 2, dp: 2}]}
-  max_concurrency: {choices: [8, 64]}
-  gpu_memory_utilization: {float: [0.5, 0.9]}
-  max_num_seqs: {int: [8, 512], log: true}
+  layout: {tied: [{tp: 1}, {tp: 2, dp: 2}], default: {tp: 1}}
+  max_concurrency: {choices: [8, 64], default: 8}
+  gpu_memory_utilization: {float: [0.5, 0.9], default: 0.9}
+  max_num_seqs: {int: [8, 512], log: true, default: 256}
 """
 
 

@@ -93,7 +93,7 @@ CASES = {
         ["engines.vllm.fixed.tensor_parallel"],
     ),
     "unknown knob in tied": (
-        mutated(lambda d: d["params"].update(layout={"tied": [{"tp": 1, "tpp": 2}]})),
+        mutated(lambda d: d["params"].update(layout={"tied": [{"tp": 1, "tpp": 2}], "default": {"tp": 1, "tpp": 2}})),
         ["params.layout.tied[0].tpp"],
     ),
     "param without a kind": (
@@ -112,7 +112,7 @@ CASES = {
     ),
     "unknown SLO metric": (mutated(lambda d: d["objective"].update(slo={"p42_ttft_ms": 5})), ["objective.slo"]),
     "negative memory fraction": (
-        mutated(lambda d: d["params"].update(gpu_memory_utilization={"float": [-0.5, 0.9]})),
+        mutated(lambda d: d["params"].update(gpu_memory_utilization={"float": [-0.5, 0.9], "default": 0.9})),
         ["params.gpu_memory_utilization.float"],
     ),
 }

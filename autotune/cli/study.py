@@ -1,22 +1,202 @@
-"""``autotune study``: the study loop (issue #4 builds it)."""
+"""``autotune study run|list|show|best``."""
 
 from __future__ import annotations
 
-import sys
+import json
+import logging
+import math
+import shlex
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
+import optuna
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from autotune.errors import AutotuneError, UsageError
+from autotune.settings import Settings
+from autotune.spacefile import load_space
+from autotune.study import RunOptions, best_trial, default_storage, feasible, open_storage, run_study
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
+DEFAULT_SPACE = Path("search_spaces/vllm-cpu-tiny.yaml")
+StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]
+FormatOpt = Annotated[str, typer.Option("--format", help="shell or json")]
+
+
+def _storage(name: str, storage: str | None) -> str:
+    return storage or default_storage(name, Settings().studies_dir)
 
 
 @app.command()
-def run(space: Annotated[Path | None, typer.Argument(help="search-space YAML")] = None) -> None:
-    """Run a study (not built yet: it prints what to use meanwhile and exits 1)."""
+def run(
+    space_file: Annotated[Path, typer.Argument(help="search-space YAML")] = DEFAULT_SPACE,
+    study: Annotated[str | None, typer.Option(help="study name (default: the space's name)")] = None,
+    storage: StorageOpt = None,
+    n_trials: Annotated[int, typer.Option(help="trials in the study, baselines included")] = 8,
+    timeout: Annotated[float | None, typer.Option(help="stop starting trials after this many seconds")] = None,
+    seed: Annotated[int | None, typer.Option(help="sampler seed")] = None,
+    executable: Annotated[str | None, typer.Option(help="how to invoke the engine (for a one-engine space)")] = None,
+) -> None:
+    """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = load_space(space_file)
+    name = study or space.name or space_file.stem
+    executables = {}
+    if executable:
+        if len(space.engines) > 1:
+            raise UsageError("--executable needs a one-engine space; fix: set engines.<name>.executable in the space")
+        executables[next(iter(space.engines))] = shlex.split(executable)
+    settings = Settings()
+    options = RunOptions(name=name, storage=_storage(name, storage), studies_dir=settings.studies_dir,
+                         n_trials=n_trials, timeout_s=timeout, seed=seed, executables=executables,
+                         heartbeat_s=settings.heartbeat_s)  # fmt: skip
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[best]}"), console=console, transient=False) as bar:  # fmt: skip
+        task = bar.add_task(f"study {name}", total=n_trials, best="")
+
+        def on_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            done = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.state.name != "FAIL")
+            incumbent = best_trial(study)
+            best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
+            bar.update(task, completed=done, best=best)
+            console.print(f"trial {trial.number}: {_outcome(trial)}")
+
+        result = run_study(space, space_file, options, on_trial)
+    _print_best(result)
+
+
+def _outcome(trial: optuna.trial.FrozenTrial) -> str:
+    attrs = trial.user_attrs
+    if trial.state.name == "PRUNED":
+        return f"pruned ({attrs.get('pruned_at', 'duplicate')})"
+    if "failure_kind" in attrs:
+        return f"{attrs['failure_kind']}: {attrs.get('failure_reason', '')[:120]}"
+    dup = f" (same config as #{attrs['duplicate_of']})" if "duplicate_of" in attrs else ""
+    return f"{trial.values[0]:.1f}{dup}" if trial.values else trial.state.name
+
+
+def _print_best(study: optuna.Study) -> None:
+    best = best_trial(study)
+    if best is None:
+        raise AutotuneError(f"study {study.study_name!r}: no feasible trial (every configuration failed or was rejected); "
+                            f"see `autotune study show {study.study_name}`")  # fmt: skip
     print(
-        "autotune: study run is not built yet; for now `autotune space show FILE` and `autotune command FILE` "
-        "render and check configurations of a space",
-        file=sys.stderr,
+        f"best: trial {best.number}, {study.metric_names[0] if study.metric_names else 'value'} = {best.values[0]:.2f}"
     )
-    raise typer.Exit(1)
+    print(_shell(best.user_attrs["launch"]))
+
+
+@app.command(name="list")
+def list_studies(storage: StorageOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Studies in a storage (default: every SQLite study under studies/)."""
+    urls = (
+        [storage]
+        if storage
+        else [default_storage(p.stem, Settings().studies_dir) for p in sorted(Settings().studies_dir.glob("*.db"))]
+    )
+    rows = []
+    for url in urls:
+        for summary in optuna.get_all_study_summaries(open_storage(url)):
+            best = summary.best_trial.values[0] if summary.best_trial and summary.best_trial.values else None
+            rows.append({"study": summary.study_name, "trials": summary.n_trials, "best": best,
+                         "created": str(summary.datetime_start)})  # fmt: skip
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table("study", "trials", "best value", "started")
+    for row in rows:
+        table.add_row(
+            row["study"], str(row["trials"]), "-" if row["best"] is None else f"{row['best']:.2f}", row["created"]
+        )
+    Console().print(table)
+
+
+def _load(name: str, storage: str | None) -> optuna.Study:
+    url = _storage(name, storage)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        raise UsageError(
+            f"no study {name!r} under {Settings().studies_dir}/; fix: `autotune study list` shows the studies"
+        )
+    try:
+        return optuna.load_study(study_name=name, storage=open_storage(url))
+    except KeyError:
+        raise UsageError(f"no study {name!r} in that storage; fix: `autotune study list --storage URL`") from None
+
+
+@app.command()
+def show(name: str, storage: StorageOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every trial (state, engine, parameters, value, failure kind) and the failures by kind."""
+    study = _load(name, storage)
+    trials = study.get_trials(deepcopy=False)
+    rows = [{"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": bool(t.user_attrs.get("baseline")),
+             "engine": t.user_attrs.get("engine"), "params": t.params, "values": t.values,
+             "failure_kind": t.user_attrs.get("failure_kind"), "duplicate_of": t.user_attrs.get("duplicate_of"),
+             "launch_s": t.user_attrs.get("launch_s"), "benchmark_s": t.user_attrs.get("benchmark_s")} for t in trials]  # fmt: skip
+    failures = Counter(r["failure_kind"] for r in rows if r["failure_kind"])
+    if as_json:
+        print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures}, indent=1, default=str))
+        return
+    table = Table("#", "state", "engine", "params", "value", "outcome", title=f"study {name}")
+    for r in rows:
+        value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
+        outcome = r["failure_kind"] or ("baseline" if r["baseline"] else "") + (
+            f" dup of #{r['duplicate_of']}" if r["duplicate_of"] is not None else ""
+        )
+        params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
+        table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""), params, value, outcome)
+    console = Console()
+    console.print(table)
+    console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
+
+
+@app.command()
+def best(name: str, storage: StorageOpt = None, output: FormatOpt = "shell") -> None:
+    """The best feasible configuration's launch command, and the `autotune bench` command that measured it."""
+    study = _load(name, storage)
+    trial = best_trial(study)
+    if trial is None:
+        raise AutotuneError(f"study {name!r} has no feasible trial yet")
+    launch, bench = trial.user_attrs["launch"], _bench_command(study, trial)
+    if output == "json":
+        print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
+                          "launch": launch, "bench": bench}, indent=1))  # fmt: skip
+        return
+    if output != "shell":
+        raise UsageError(f"--format {output!r}: use shell or json")
+    metric = study.metric_names[0] if study.metric_names else "value"
+    print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}")
+    print(_shell(launch))
+    print("# reproduce the measurement (once the server above is ready):")
+    print(shlex.join(bench))
+
+
+def _shell(launch: dict) -> str:
+    lines = [f"# set {name} in your environment first (kept out of the study)" for name in launch.get("secret_env", [])]
+    for file, content in launch.get("files", {}).items():
+        lines.append(f"cat > {shlex.quote(file)} <<'AUTOTUNE_EOF'\n{content.rstrip()}\nAUTOTUNE_EOF")
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.get("env", {}).items())
+    lines.append((env + " " if env else "") + shlex.join(launch["argv"]))
+    return "\n".join(lines)
+
+
+def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[str]:
+    workload, argv = study.user_attrs.get("workload", {}), trial.user_attrs["launch"]["argv"]
+    port = argv[argv.index("--port") + 1] if "--port" in argv else "8000"
+    model = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv else None
+    command = ["autotune", "bench", "--base-url", f"http://127.0.0.1:{port}", "--model", model or "MODEL"]
+    flags = {"dataset": "--dataset", "path": "--dataset-path", "endpoint": "--endpoint", "input_len": "--input-len",
+             "output_len": "--output-len", "num_prompts": "--num-prompts", "max_concurrency": "--max-concurrency",
+             "request_rate": "--request-rate", "seed": "--seed"}  # fmt: skip
+    for key, flag in flags.items():
+        value = workload.get(key)
+        if value is not None and not (key == "request_rate" and (value == "inf" or value == math.inf)):
+            command += [flag, str(value + trial.number if key == "seed" else value)]
+    return command
+
+
+logging.getLogger("autotune").addHandler(logging.NullHandler())

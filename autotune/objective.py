@@ -1,0 +1,183 @@
+"""One trial: suggest → static check → launch → warm-up → benchmark → values, constraints, attributes, artifacts.
+
+The only place that maps outcomes to Optuna. A configuration that was rejected, crashed, ran out of memory or timed
+out is a COMPLETE trial with a pessimistic value and a violated ``launch`` constraint, so the sampler learns that
+region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL is kept for bugs in the tuner. SLOs are
+graded constraints: (measured − limit) / limit. A slow configuration is pruned from the benchmark's checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+
+from autotune.bench.client import ClientOptions
+from autotune.bench.datasets import load_tokenizer
+from autotune.bench.runner import Progress, run_benchmark
+from autotune.engines import get_engine
+from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.redact import redact_spec, scrub_file, secret_values
+from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
+from autotune.space import Point, SearchSpace
+
+log = logging.getLogger(__name__)
+LAUNCH_CONSTRAINT = "launch"
+PESSIMISTIC = {"maximize": 0.0, "minimize": 1e12}
+_CHECKPOINT_STEPS = 10
+_STALL_TIMEOUT_S = 60.0
+
+
+def config_key(point: Point) -> str:
+    """A digest of what a trial runs (server knobs and client load), to find exact duplicates without storing secrets."""
+    payload = json.dumps([point.server.model_dump(mode="json"), point.client], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrialEnvironment:
+    """Where trials run and write: the study's directory, its artifact store, engine executables to override."""
+
+    study_dir: Path
+    artifacts: FileSystemArtifactStore
+    executables: dict[str, list[str]]
+
+
+class Objective:
+    """Callable for one trial; returns the objective values (one per metric of the space)."""
+
+    def __init__(self, space: SearchSpace, environment: TrialEnvironment) -> None:
+        self.space, self.env = space, environment
+        self.metrics = space.objective.metrics
+        self.slo = space.objective.slo
+
+    def __call__(self, trial: optuna.Trial) -> list[float]:
+        point = self.space.suggest(trial)
+        config = point.server
+        key = config_key(point)
+        trial.set_user_attr("config_key", key)
+        trial.set_user_attr("engine", config.engine)
+        previous = self._finished_with_key(trial.study, key)
+        if previous is not None:
+            return self._repeat(trial, previous)
+        engine = get_engine(
+            config.engine, self.env.executables.get(config.engine) or self.space.engines[config.engine].executable
+        )
+        try:
+            engine.check(config, self.space.hardware)
+        except UnsupportedConfig as exc:
+            return self._infeasible(trial, FailureKind.REJECTED, str(exc))
+        return self._launch_and_measure(trial, point, engine)
+
+    # -- outcomes -----------------------------------------------------------------------------------------------
+    def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:
+        trial.set_user_attr("failure_kind", kind.value)
+        trial.set_user_attr("failure_reason", reason[:500])
+        trial.set_constraint(LAUNCH_CONSTRAINT, 1.0)
+        for metric in self.slo:
+            trial.set_constraint(f"slo:{metric}", 1.0)
+        return [PESSIMISTIC[m.direction] for m in self.metrics]
+
+    def _feasible(self, trial: optuna.Trial, result: dict) -> list[float]:
+        trial.set_constraint(LAUNCH_CONSTRAINT, 0.0)
+        for metric, limit in self.slo.items():
+            trial.set_constraint(f"slo:{metric}", (result[metric] - limit) / limit)
+        for name in ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+                     "p99_tpot_ms", "completed", "failed"):  # fmt: skip
+            trial.set_user_attr(name, result[name])
+        trial.set_user_attr("client_saturated", result["client"]["saturated"])
+        return [float(result[m.name]) for m in self.metrics]
+
+    def _finished_with_key(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
+        states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+        return next(
+            (t for t in study.get_trials(deepcopy=False, states=states) if t.user_attrs.get("config_key") == key), None
+        )
+
+    def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
+        """An exact duplicate is never launched again: it gets the earlier trial's outcome."""
+        trial.set_user_attr("duplicate_of", previous.number)
+        for name in ("failure_kind", "failure_reason", "launch", "output_throughput", "total_token_throughput"):
+            if name in previous.user_attrs:
+                trial.set_user_attr(name, previous.user_attrs[name])
+        if previous.state == optuna.trial.TrialState.PRUNED:
+            raise optuna.TrialPruned(f"duplicate of pruned trial {previous.number}")
+        for name, value in previous.constraints.items():
+            trial.set_constraint(name, value)
+        return list(previous.values)
+
+    # -- a launch -----------------------------------------------------------------------------------------------
+    def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine) -> list[float]:
+        config, port = point.server, free_port()
+        spec = engine.launch_spec(config, port=port)
+        trial.set_user_attr("launch", redact_spec(spec))
+        trial.set_user_attr("engine_version", str(engine.version(config)))
+        workdir = self.env.study_dir / "trials" / str(trial.number)
+        server = ServerProcess(spec, workdir, port, engine.readiness_path, config.api_model_name)
+        started = time.monotonic()
+        try:
+            with server:
+                trial.set_user_attr("pgid", server.pgid)
+                try:
+                    trial.set_user_attr("launch_s", round(server.wait_ready(self.space.startup_timeout_s), 2))
+                except ServerCrashed as exc:
+                    return self._infeasible(trial, engine.classify_failure(exc.returncode, exc.log_tail), str(exc))
+                except ServerStartTimeout as exc:
+                    return self._infeasible(trial, FailureKind.TIMEOUT, str(exc))
+                bench_started = time.monotonic()
+                result = self._benchmark(trial, point, server.base_url)
+                trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
+                if not server.alive():
+                    tail = server.log_tail()
+                    kind = engine.classify_failure(server.process.returncode, tail)
+                    return self._infeasible(
+                        trial, kind, f"engine died during the benchmark (exit {server.process.returncode})"
+                    )
+                if result["completed"] == 0:
+                    errors = result["errors_by_type"]
+                    kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
+                    return self._infeasible(trial, kind, f"ready, but every request failed: {errors}")
+                self._save_result(trial, workdir, result)
+                return self._feasible(trial, result)
+        finally:
+            trial.set_user_attr("trial_s", round(time.monotonic() - started, 2))
+            scrub_file(server.log_path, secret_values(spec))
+            if server.log_path.exists():
+                upload_artifact(artifact_store=self.env.artifacts, file_path=str(server.log_path), study_or_trial=trial,
+                                mimetype="text/plain")  # fmt: skip
+
+    def _benchmark(self, trial: optuna.Trial, point: Point, base_url: str) -> dict:
+        workload = self.space.workload.model_copy(update=point.client)
+        config = point.server
+        tokenizer = load_tokenizer(config.model) if (Path(config.model) / "tokenizer.json").exists() else None
+        options = ClientOptions(base_url, config.api_model_name, workload.endpoint, workload.ignore_eos,
+                                stall_timeout_s=_STALL_TIMEOUT_S)  # fmt: skip
+        hook = self._pruning_hook(trial) if len(self.metrics) == 1 else None
+        return run_benchmark(options, workload, tokenizer, seed=workload.seed + trial.number, on_progress=hook,
+                             include_requests=False)  # fmt: skip
+
+    def _pruning_hook(self, trial: optuna.Trial):
+        metric = self.metrics[0].name
+
+        def report(progress: Progress) -> None:
+            value = progress.metrics.get(metric)
+            if value is None:
+                return
+            trial.report(float(value), step=round(progress.finished / progress.total * _CHECKPOINT_STEPS))
+            if trial.should_prune():
+                trial.set_user_attr("pruned_at", f"{progress.finished}/{progress.total} requests")
+                raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")
+
+        return report
+
+    def _save_result(self, trial: optuna.Trial, workdir: Path, result: dict) -> None:
+        path = workdir / "benchmark.json"
+        path.write_text(json.dumps(result, indent=1))
+        upload_artifact(artifact_store=self.env.artifacts, file_path=str(path), study_or_trial=trial,
+                        mimetype="application/json")  # fmt: skip

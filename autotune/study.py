@@ -1,0 +1,271 @@
+"""Create or resume a study and run trials in it, alone or beside other workers on the same storage.
+
+The trial budget is a set of WAITING trials ("slots") created with the study: each engine's baseline (its default
+configuration in the space, the seed study's step 1) and N − baselines empty slots the sampler fills. Workers pop
+slots under a lock (a PostgreSQL advisory lock, or a file lock for SQLite), so two workers never make more trials than
+asked. Heartbeats mark a worker's running trial; when a worker dies, the next one to start finds the trial stale,
+kills the engine process group it left (recorded in the trial), and retries the configuration in a new slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import sqlalchemy
+from optuna.artifacts import FileSystemArtifactStore
+from optuna.trial import TrialState
+
+from autotune.errors import AutotuneError
+from autotune.objective import Objective, TrialEnvironment
+from autotune.redact import mask_url
+from autotune.server import check_executable, group_alive, kill_group
+from autotune.space import ENGINE_PARAM, SearchSpace
+
+log = logging.getLogger(__name__)
+# We drive ask/tell ourselves (to pop slots under a lock) and record heartbeats with our own thread.
+warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+_READY_ATTR, _BUDGET_ATTR = "autotune_slots_ready", "autotune_n_trials"
+_READY_WAIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    name: str
+    storage: str
+    studies_dir: Path
+    n_trials: int
+    timeout_s: float | None = None
+    seed: int | None = None
+    heartbeat_s: int = 10
+    executables: dict[str, list[str]] | None = None
+
+
+def default_storage(name: str, studies_dir: Path) -> str:
+    return f"sqlite:///{studies_dir / name}.db"
+
+
+def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RDBStorage:
+    """An RDB storage with heartbeats; a failure to connect is one clear line (password masked)."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    callback = _KillOrphanAndRetry() if heartbeat_s else None
+    try:
+        return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat_s, grace_period=heartbeat_s and 3 * heartbeat_s,
+                                          heartbeat_stale_trial_callback=callback,
+                                          engine_kwargs={"pool_pre_ping": True})  # fmt: skip
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        if isinstance(exc, ImportError) or "psycopg" in reason:
+            reason += "; install the postgres extra: pip install 'autotune[postgres]'"
+        raise AutotuneError(f"cannot open storage {mask_url(url)}: {reason}") from None
+
+
+class _KillOrphanAndRetry:
+    """For a trial whose worker died: kill the engine it left running, then retry its configuration."""
+
+    def __init__(self) -> None:
+        self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        pgid = trial.user_attrs.get("pgid")
+        if isinstance(pgid, int) and group_alive(pgid):
+            log.warning("trial %d: killing the engine process group %d its dead worker left", trial.number, pgid)
+            kill_group(pgid)
+        self.retry(study, trial)
+
+
+def baseline_params(space: SearchSpace, engine: str) -> dict:
+    """The Optuna params of an engine's default configuration in the space."""
+    params = {name: param.default_value() for name, param in space.engine_params(engine).items()}
+    return {ENGINE_PARAM: engine, **params} if len(space.engines) > 1 else params
+
+
+def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage) -> optuna.Study:
+    """The study, created with its slots (baselines first) or loaded, waiting until its creator made the slots."""
+    directions = [m.direction for m in space.objective.metrics]
+    sampler = optuna.samplers.TPESampler(seed=options.seed, group=True, n_startup_trials=max(4, len(space.engines) + 2))
+    pruner = optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=3)
+    try:
+        study = optuna.create_study(storage=storage, study_name=options.name, directions=directions, sampler=sampler,
+                                    pruner=pruner)  # fmt: skip
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(study_name=options.name, storage=storage, sampler=sampler, pruner=pruner)
+        _check_same_space(study, space)
+        _wait_ready(study)
+        _top_up(study, options.n_trials)
+        return study
+    study.set_metric_names([m.name for m in space.objective.metrics])
+    study.set_user_attr("space_path", str(space_path))
+    study.set_user_attr("space_name", space.name)
+    study.set_user_attr("space_digest", _digest(space))
+    study.set_user_attr("objective", space.objective.model_dump(mode="json"))
+    study.set_user_attr("workload", space.workload.model_dump(mode="json"))
+    engines = list(space.engines)[: options.n_trials]
+    for engine in engines:
+        study.enqueue_trial(baseline_params(space, engine), user_attrs={"baseline": True, "slot": True})
+    for _ in range(options.n_trials - len(engines)):
+        study.enqueue_trial({}, user_attrs={"slot": True})
+    study.set_user_attr(_BUDGET_ATTR, options.n_trials)
+    study.set_user_attr(_READY_ATTR, True)
+    return study
+
+
+def _digest(space: SearchSpace) -> str:
+    return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:16]
+
+
+def _check_same_space(study: optuna.Study, space: SearchSpace) -> None:
+    if study.user_attrs.get("space_digest") not in (None, _digest(space)):
+        raise AutotuneError(f"study {study.study_name!r} was made with another search space "
+                            f"({study.user_attrs.get('space_path')}); fix: use --study with a new name")  # fmt: skip
+
+
+def _wait_ready(study: optuna.Study) -> None:
+    deadline = time.monotonic() + _READY_WAIT_S
+    while not study.user_attrs.get(_READY_ATTR):
+        if time.monotonic() > deadline:
+            raise AutotuneError(f"study {study.study_name!r} exists but its creator never finished setting it up")
+        time.sleep(0.5)
+
+
+def _top_up(study: optuna.Study, n_trials: int) -> None:
+    """A later run that asks for more trials than the study's budget adds the difference as slots."""
+    budget = study.user_attrs.get(_BUDGET_ATTR, 0)
+    for _ in range(max(0, n_trials - budget)):
+        study.enqueue_trial({}, user_attrs={"slot": True})
+    if n_trials > budget:
+        study.set_user_attr(_BUDGET_ATTR, n_trials)
+
+
+@contextlib.contextmanager
+def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[None]:
+    """Only one worker at a time checks for a slot and pops it."""
+    if storage_url.startswith("postgresql"):
+        key = int(hashlib.sha256(study_name.encode()).hexdigest()[:15], 16)
+        engine = sqlalchemy.create_engine(storage_url)
+        try:
+            with engine.connect() as conn:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                try:
+                    yield
+                finally:
+                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        finally:
+            engine.dispose()
+        return
+    studies_dir.mkdir(parents=True, exist_ok=True)
+    with (studies_dir / f".{study_name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class _Heartbeat:
+    """Records the running trial's heartbeat from a thread (study.optimize does this; we drive ask/tell ourselves)."""
+
+    def __init__(self, storage: optuna.storages.RDBStorage, trial_id: int, interval_s: int) -> None:
+        self.storage, self.trial_id, self.interval = storage, trial_id, interval_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.storage.record_heartbeat(self.trial_id)
+            self.stop.wait(self.interval)
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+class _Terminated(BaseException):
+    """SIGTERM turned into an exception, so the running engine is taken down by its context manager."""
+
+
+def run_study(space: SearchSpace, space_path: Path, options: RunOptions,
+              on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
+    """Run trials until the study's slots are used up (or ``timeout_s``); returns the study.
+
+    Raises:
+        AutotuneError: the storage cannot be opened, an engine executable is missing, or the space is stale.
+    """
+    for engine, section in space.engines.items():
+        check_executable(((options.executables or {}).get(engine) or section.executable or [engine])[0])
+    storage = open_storage(options.storage, options.heartbeat_s)
+    study = create_or_load(space, space_path, options, storage)
+    study_dir = options.studies_dir / options.name
+    environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
+                                   options.executables or {})  # fmt: skip
+    objective = Objective(space, environment)
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        while options.timeout_s is None or time.monotonic() - started < options.timeout_s:
+            optuna.storages.fail_stale_trials(study)
+            with slot_lock(options.storage, options.name, options.studies_dir):
+                if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                    break
+                trial = study.ask()
+            frozen = _run_trial(study, storage, trial, objective, options.heartbeat_s)
+            if on_trial:
+                on_trial(study, frozen)
+    except _Terminated:
+        raise AutotuneError("stopped by SIGTERM; the running trial will be retried by the next `study run`") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return study
+
+
+def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.FrozenTrial:
+    with _Heartbeat(storage, trial._trial_id, heartbeat_s):
+        try:
+            values = objective(trial)
+        except optuna.TrialPruned:
+            return study.tell(trial, state=TrialState.PRUNED)
+        except AutotuneError as exc:
+            study.tell(trial, state=TrialState.FAIL)
+            raise AutotuneError(f"trial {trial.number}: {exc}") from exc
+        except Exception:
+            study.tell(trial, state=TrialState.FAIL)  # a bug in the tuner, not a property of the configuration
+            raise
+        return study.tell(trial, values)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def feasible(trial: optuna.trial.FrozenTrial) -> bool:
+    return trial.state == TrialState.COMPLETE and all(v <= 0 for v in (trial.constraints or {}).values())
+
+
+def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    """The best feasible trial by the first objective (ties: the earlier trial)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if feasible(t)]
+    if not trials:
+        return None
+    sign = 1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1
+    return max(trials, key=lambda t: (sign * t.values[0], -t.number))
