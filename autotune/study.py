@@ -26,7 +26,8 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune.errors import AutotuneError
+from autotune.engines import get_engine
+from autotune.errors import AutotuneError, UnsupportedConfig
 from autotune.objective import Objective, TrialEnvironment
 from autotune.redact import mask_url
 from autotune.server import check_executable, group_alive, kill_group
@@ -200,21 +201,38 @@ class _Terminated(BaseException):
     """SIGTERM turned into an exception, so the running engine is taken down by its context manager."""
 
 
-def run_study(space: SearchSpace, space_path: Path, options: RunOptions,
-              on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
-    """Run trials until the study's slots are used up (or ``timeout_s``); returns the study.
+@dataclass
+class PreparedStudy:
+    """A study ready to run: checked, opened, with its slots."""
+
+    study: optuna.Study
+    storage: optuna.storages.RDBStorage
+    objective: Objective
+    options: RunOptions
+
+
+def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> PreparedStudy:
+    """Check what can be checked before any launch, open the storage, create or resume the study.
 
     Raises:
-        AutotuneError: the storage cannot be opened, an engine executable is missing, or the space is stale.
+        AutotuneError: an engine executable is missing, every configuration breaks a rule, the storage cannot be
+            opened, or the study was made with another space.
     """
     for engine, section in space.engines.items():
         check_executable(((options.executables or {}).get(engine) or section.executable or [engine])[0])
+    _refuse_all_infeasible(space)
     storage = open_storage(options.storage, options.heartbeat_s)
     study = create_or_load(space, space_path, options, storage)
     study_dir = options.studies_dir / options.name
     environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
                                    options.executables or {})  # fmt: skip
-    objective = Objective(space, environment)
+    return PreparedStudy(study, storage, Objective(space, environment), options)
+
+
+def run_trials(prepared: PreparedStudy,
+               on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
+    """Run trials until the study's slots are used up (or the timeout); a SIGTERM stops cleanly."""
+    study, options = prepared.study, prepared.options
     started = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
@@ -224,7 +242,7 @@ def run_study(space: SearchSpace, space_path: Path, options: RunOptions,
                 if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
                     break
                 trial = study.ask()
-            frozen = _run_trial(study, storage, trial, objective, options.heartbeat_s)
+            frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
             if on_trial:
                 on_trial(study, frozen)
     except _Terminated:
@@ -232,6 +250,26 @@ def run_study(space: SearchSpace, space_path: Path, options: RunOptions,
     finally:
         signal.signal(signal.SIGTERM, previous)
     return study
+
+
+_ENUMERABLE = 20_000
+
+
+def _refuse_all_infeasible(space: SearchSpace) -> None:
+    """A space whose every point breaks a static rule would only record rejections: say so before starting."""
+    if any(space.size(engine) > _ENUMERABLE for engine in space.engines):
+        return
+    reasons: dict[str, int] = {}
+    for engine in space.engines:
+        adapter = get_engine(engine)
+        for point in space.enumerate(engine):
+            try:
+                adapter.check(point.server, space.hardware)
+                return
+            except UnsupportedConfig as exc:
+                reasons[exc.rule] = reasons.get(exc.rule, 0) + 1
+    raise AutotuneError(f"every configuration of the space breaks a static rule ({reasons}); fix the space "
+                        "(see `autotune space show`)")  # fmt: skip
 
 
 def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.FrozenTrial:

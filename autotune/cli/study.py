@@ -19,7 +19,7 @@ from rich.table import Table
 from autotune.errors import AutotuneError, UsageError
 from autotune.settings import Settings
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, best_trial, default_storage, feasible, open_storage, run_study
+from autotune.study import RunOptions, best_trial, default_storage, feasible, open_storage, prepare_study, run_trials
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = Path("search_spaces/vllm-cpu-tiny.yaml")
@@ -54,9 +54,10 @@ def run(
     options = RunOptions(name=name, storage=_storage(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s)  # fmt: skip
+    prepared = prepare_study(space, space_file, options)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[best]}"), console=console, transient=False) as bar:  # fmt: skip
+                  TextColumn("{task.fields[best]}"), console=console, transient=True) as bar:  # fmt: skip
         task = bar.add_task(f"study {name}", total=n_trials, best="")
 
         def on_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -66,7 +67,7 @@ def run(
             bar.update(task, completed=done, best=best)
             console.print(f"trial {trial.number}: {_outcome(trial)}")
 
-        result = run_study(space, space_file, options, on_trial)
+        result = run_trials(prepared, on_trial)
     _print_best(result)
 
 
@@ -194,7 +195,10 @@ def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list
              "request_rate": "--request-rate", "seed": "--seed"}  # fmt: skip
     for key, flag in flags.items():
         value = workload.get(key)
-        if value is not None and not (key == "request_rate" and (value == "inf" or value == math.inf)):
+        skip = (key == "request_rate" and value in ("inf", math.inf)) or (
+            key == "input_len" and workload.get("dataset") != "random"
+        )
+        if value is not None and not skip:
             command += [flag, str(value + trial.number if key == "seed" else value)]
     return command
 

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+SCRIPTED_SPACE = Path(__file__).parent / "scripted.yaml"
+ENGINE = f"{sys.executable} -m autotune.bench.scripted"
+
+
+def write_space(tmp_path: Path, env: dict | None = None, **changes) -> Path:
+    """The scripted study space with extra engine env and top-level changes, written under tmp_path."""
+    space = yaml.safe_load(SCRIPTED_SPACE.read_text())
+    space["engines"]["vllm"]["fixed"]["env"].update(env or {})
+    space["workload"]["path"] = str(SCRIPTED_SPACE.parent / "prompts.jsonl")
+    space.update(changes)
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+def autotune(*args: str, studies: Path, timeout: float = 300, **popen) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would (a subprocess, its own session), with studies under ``studies``."""
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"}
+    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout, **popen)  # fmt: skip
+
+
+def show(name: str, studies: Path, *extra: str) -> dict:
+    done = autotune("study", "show", name, "--json", *extra, studies=studies)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def studies(tmp_path: Path) -> Path:
+    return tmp_path / "studies"

@@ -1,0 +1,146 @@
+"""`autotune study run` end to end with the scripted stand-in engine: fast, deterministic, real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+
+import httpx
+
+from autotune.server import free_port, group_alive
+from tests.study.conftest import ENGINE, autotune, show, write_space
+
+
+def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> None:
+    space = write_space(tmp_path)
+    done = autotune(
+        "study", "run", str(space), "--n-trials", "8", "--seed", "1", "--executable", ENGINE, studies=studies
+    )
+    assert done.returncode == 0, done.stderr
+    trials = show("scripted", studies)["trials"]
+    assert len(trials) == 8 and {t["state"] for t in trials} <= {"COMPLETE", "PRUNED"}
+    assert trials[0]["baseline"] and trials[0]["params"] == {"max_num_seqs": 2, "dtype": "float32", "speculative": None}
+    failed = [t for t in trials if t["failure_kind"]]
+    assert failed and all(t["failure_kind"] == "unsupported" and t["params"]["speculative"] == "mtp:1" for t in failed)
+    # an exact duplicate of any earlier configuration is never launched: it has no trial directory of its own
+    launched = {int(p.name) for p in (studies / "scripted" / "trials").iterdir()}
+    duplicates = {t["number"] for t in trials if t["duplicate_of"] is not None}
+    assert launched.isdisjoint(duplicates) and launched | duplicates == {t["number"] for t in trials}
+    configs = [json.dumps(t["params"], sort_keys=True) for t in trials if t["number"] in launched]
+    assert len(configs) == len(set(configs))
+    best = json.loads(autotune("study", "best", "scripted", "--format", "json", studies=studies).stdout)
+    baseline_value = trials[0]["values"][0]
+    assert best["values"][0] >= baseline_value
+    # the exported command, run by hand, starts a server that answers
+    port = free_port()
+    argv = best["launch"]["argv"]
+    argv[argv.index("--port") + 1] = str(port)
+    server = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **best["launch"]["env"]}, start_new_session=True,
+                              cwd=tmp_path)  # fmt: skip
+    try:
+        for _ in range(50):
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"][0]["id"] == "tiny"
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("the exported command did not start a server")
+    finally:
+        server.kill()
+        server.wait()
+    shell = autotune("study", "best", "scripted", studies=studies).stdout
+    assert "autotune bench --base-url" in shell and sys.executable in shlex.split(shell.splitlines()[1])
+
+
+def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, studies) -> None:
+    space = write_space(tmp_path, env={"SCRIPTED_ITL_MS": "60"})  # trials of a few seconds
+    argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "5", "--seed", "2",
+            "--executable", ENGINE]  # fmt: skip
+    env = {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1", "PATH": "/usr/bin:/bin"}
+    tuner = subprocess.Popen(
+        argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    orphan = completed_before = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and orphan is None:
+        time.sleep(0.2)
+        trials = _trials(studies)
+        serving = [t for t in trials if t.state.name == "RUNNING" and group_alive(t.user_attrs.get("pgid", -1) or -1)]
+        if serving and any(t.state.name == "COMPLETE" for t in trials):
+            tuner.kill()  # SIGKILL: no cleanup at all; the engine (own session) survives as an orphan
+            orphan = serving[0].user_attrs["pgid"]
+            completed_before = [(t.number, t.values) for t in trials if t.state.name == "COMPLETE"]
+    tuner.wait()
+    assert orphan, "never saw a running engine after a completed trial"
+    assert group_alive(orphan)
+    time.sleep(4)  # past the heartbeat grace period (3 × 1 s)
+    done = autotune("study", "run", str(space), "--n-trials", "5", "--executable", ENGINE, studies=studies)
+    assert done.returncode == 0, done.stderr
+    assert not group_alive(orphan)
+    trials = show("scripted", studies)["trials"]
+    by_number = {t["number"]: t for t in trials}
+    assert all(by_number[number]["values"] == values for number, values in completed_before)  # nothing lost
+    assert [t["state"] for t in trials].count("FAIL") == 1  # the interrupted trial, retried as a new one
+    assert sum(t["state"] in ("COMPLETE", "PRUNED") for t in trials) == 5
+
+
+def _trials(studies) -> list:
+    import optuna
+
+    if not (studies / "scripted.db").exists():
+        return []
+    try:
+        return optuna.load_study(study_name="scripted", storage=f"sqlite:///{studies}/scripted.db").trials
+    except KeyError:  # created, not yet committed
+        return []
+
+
+def test_engine_dying_mid_benchmark_is_a_crash_and_the_study_goes_on(tmp_path, studies) -> None:
+    space = write_space(
+        tmp_path, env={"SCRIPTED_DIE_AFTER": "5"}, params={"max_num_seqs": {"choices": [2, 8], "default": 2}}
+    )
+    done = autotune("study", "run", str(space), "--n-trials", "2", "--executable", ENGINE, studies=studies)
+    assert done.returncode == 1 and "no feasible trial" in done.stderr
+    trials = show("scripted", studies)["trials"]
+    assert [t["failure_kind"] for t in trials] == ["crash", "crash"]
+
+
+def test_never_ready_is_a_timeout_and_is_killed(tmp_path, studies) -> None:
+    space = write_space(tmp_path, env={"SCRIPTED_NEVER_READY": "1"}, startup_timeout_s=2,
+                        params={"max_num_seqs": {"choices": [2, 8], "default": 2}})  # fmt: skip
+    started = time.monotonic()
+    done = autotune("study", "run", str(space), "--n-trials", "2", "--executable", ENGINE, studies=studies)
+    assert done.returncode == 1 and time.monotonic() - started < 60
+    assert [t["failure_kind"] for t in show("scripted", studies)["trials"]] == ["timeout", "timeout"]
+
+
+def test_bad_input_is_one_line(tmp_path, studies) -> None:
+    space = write_space(tmp_path)
+    cases = [
+        (["--executable", "/nonexistent/vllm"], "engine executable '/nonexistent/vllm' not found"),
+        (
+            ["--executable", ENGINE, "--storage", "postgresql+psycopg://nobody:pw@127.0.0.1:1/none"],
+            "cannot open storage",
+        ),
+    ]
+    for extra, fragment in cases:
+        done = autotune("study", "run", str(space), *extra, studies=studies)
+        assert done.returncode != 0 and fragment in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr
+    infeasible = write_space(tmp_path, hardware={"gpus": 1}, params={"max_num_seqs": {"choices": [2], "default": 2}},
+                             engines=_with_fixed(space, tp=2))  # fmt: skip
+    done = autotune("study", "run", str(infeasible), "--executable", ENGINE, studies=studies)
+    assert done.returncode != 0 and "every configuration of the space breaks a static rule" in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+
+
+def _with_fixed(space_path, **knobs) -> dict:
+    import yaml
+
+    engines = yaml.safe_load(space_path.read_text())["engines"]
+    engines["vllm"]["fixed"].update(knobs)
+    return engines
