@@ -32,6 +32,7 @@ LAUNCH_CONSTRAINT = "launch"
 PESSIMISTIC = {"maximize": 0.0, "minimize": 1e12}
 _CHECKPOINT_STEPS = 10
 _STALL_TIMEOUT_S = 60.0
+_DUPLICATE_POLL_S = 1.0
 
 
 def config_key(point: Point) -> str:
@@ -63,7 +64,7 @@ class Objective:
         key = config_key(point)
         trial.set_user_attr("config_key", key)
         trial.set_user_attr("engine", config.engine)
-        previous = self._finished_with_key(trial.study, key)
+        previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
         engine = get_engine(
@@ -94,11 +95,26 @@ class Objective:
         trial.set_user_attr("client_saturated", result["client"]["saturated"])
         return [float(result[m.name]) for m in self.metrics]
 
-    def _finished_with_key(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
-        states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-        return next(
-            (t for t in study.get_trials(deepcopy=False, states=states) if t.user_attrs.get("config_key") == key), None
-        )
+    def _same_config(self, trial: optuna.Trial, key: str) -> optuna.trial.FrozenTrial | None:
+        """A finished trial that ran this exact configuration, waiting for one that is running it now.
+
+        Of two workers that picked the same configuration at once, the lower trial number launches it; the other
+        waits and takes its outcome (the key is stored before looking, so at least one of them sees the other).
+        """
+        done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+        while True:
+            same = [
+                t
+                for t in trial.study.get_trials(deepcopy=False)
+                if t.user_attrs.get("config_key") == key and t.number != trial.number
+            ]
+            finished = [t for t in same if t.state in done]
+            if finished:
+                return finished[0]
+            if not any(t.state == optuna.trial.TrialState.RUNNING and t.number < trial.number for t in same):
+                return None
+            time.sleep(_DUPLICATE_POLL_S)
+            optuna.storages.fail_stale_trials(trial.study)  # a dead worker's trial must not keep us waiting
 
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
         """An exact duplicate is never launched again: it gets the earlier trial's outcome."""

@@ -39,6 +39,7 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 _READY_ATTR, _BUDGET_ATTR = "autotune_slots_ready", "autotune_n_trials"
 _READY_WAIT_S = 60.0
+_CREATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,17 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     callback = _KillOrphanAndRetry() if heartbeat_s else None
+    kwargs = {"heartbeat_interval": heartbeat_s, "grace_period": heartbeat_s and 3 * heartbeat_s,
+              "heartbeat_stale_trial_callback": callback, "engine_kwargs": {"pool_pre_ping": True}}  # fmt: skip
     try:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat_s, grace_period=heartbeat_s and 3 * heartbeat_s,
-                                          heartbeat_stale_trial_callback=callback,
-                                          engine_kwargs={"pool_pre_ping": True})  # fmt: skip
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                return optuna.storages.RDBStorage(url, **kwargs)
+            except sqlalchemy.exc.IntegrityError:
+                # two workers creating the schema of a new database at once: one wins, the other retries
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as exc:
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         if isinstance(exc, ImportError) or "psycopg" in reason:

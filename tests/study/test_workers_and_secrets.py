@@ -1,0 +1,94 @@
+"""Several workers on one PostgreSQL study, and secrets that never leave the process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.conftest import REPO
+from tests.study.conftest import ENGINE, autotune, write_space
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def _postgres_or_skip() -> None:
+    try:
+        import psycopg
+
+        psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=test", connect_timeout=3).close()
+    except Exception as exc:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 not reachable: {exc}")
+
+
+@pytest.fixture
+def pg_study():
+    _postgres_or_skip()
+    name = f"workers-{uuid.uuid4().hex[:8]}"
+    yield name
+    optuna.delete_study(study_name=name, storage=POSTGRES)
+
+
+def test_two_workers_share_one_postgres_study(tmp_path, pg_study) -> None:
+    space = write_space(tmp_path, env={"SCRIPTED_ITL_MS": "2"},
+                        params={"max_num_seqs": {"choices": [1, 2, 4, 8, 16, 32], "default": 2},
+                                "dtype": {"choices": ["float32", "bfloat16"], "default": "float32"}})  # fmt: skip
+    argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--study", pg_study, "--storage", POSTGRES,
+            "--n-trials", "10", "--executable", ENGINE]  # fmt: skip
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(tmp_path / "studies")}
+    workers = [subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]  # fmt: skip
+    outputs = [w.communicate(timeout=300) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    trials = optuna.load_study(study_name=pg_study, storage=POSTGRES).trials
+    assert len(trials) == 10  # the requested number: no surplus trial, none lost
+    assert {t.state.name for t in trials} <= {"COMPLETE", "PRUNED"}
+    assert sorted(t.number for t in trials) == list(range(10))
+    launched = [t.user_attrs["config_key"] for t in trials if "duplicate_of" not in t.user_attrs]
+    assert len(launched) == len(set(launched))  # no configuration measured twice
+    # both workers did some of the work
+    ran = [sum(1 for line in err.splitlines() if line.startswith("trial ")) for _, err in outputs]
+    assert all(n > 0 for n in ran) and sum(ran) == 10, ran
+
+
+def test_secrets_never_appear(tmp_path, pg_study, capfd) -> None:
+    password, token = "Pw-7b1f-secret", "hf_tok_9c2e_secret"
+    storage = f"postgresql+psycopg://postgres:{password}@127.0.0.1:5432/test"  # trust auth ignores the password
+    space = write_space(tmp_path, env={"HF_TOKEN": token})
+    studies = tmp_path / "studies"
+    outputs = [autotune("study", "run", str(space), "--study", pg_study, "--storage", storage, "--n-trials", "4",
+                        "--executable", ENGINE, studies=studies)]  # fmt: skip
+    assert outputs[0].returncode == 0, outputs[0].stderr
+    outputs += [autotune("study", cmd, pg_study, "--storage", storage, *extra, studies=studies)
+                for cmd, extra in [("show", ["--json"]), ("best", []), ("best", ["--format", "json"]), ("list", [])]]  # fmt: skip
+    outputs.append(
+        autotune(
+            "study",
+            "run",
+            str(space),
+            "--storage",
+            "postgresql+psycopg://x:" + password + "@127.0.0.1:1/x",
+            "--executable",
+            ENGINE,
+            studies=studies,
+        )
+    )  # an error message that names the storage
+    assert "cannot open storage" in outputs[-1].stderr and "***" in outputs[-1].stderr
+    printed = "".join(o.stdout + o.stderr for o in outputs)
+    written = b"".join(p.read_bytes() for p in Path(studies).rglob("*") if p.is_file())
+    stored = repr(
+        [
+            (t.params, t.user_attrs, t.system_attrs)
+            for t in optuna.load_study(study_name=pg_study, storage=POSTGRES).trials
+        ]
+    )
+    study_attrs = repr(optuna.load_study(study_name=pg_study, storage=POSTGRES).user_attrs)
+    for secret in (password, token):
+        assert secret not in printed and secret.encode() not in written
+        assert secret not in stored and secret not in study_attrs
+    assert "HF_TOKEN" in printed  # named, so the user knows to set it, never its value
