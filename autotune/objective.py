@@ -41,6 +41,13 @@ def config_key(point: Point) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def _anchored(value: str) -> str:
+    """A relative path that exists here, made absolute: the engine runs in the trial's directory, not ours."""
+    path = Path(value)
+    # absolute(), not resolve(): a virtual environment's python must keep its own path, not its symlink's target
+    return str(path.absolute()) if not path.is_absolute() and path.exists() else value
+
+
 @dataclass(frozen=True)
 class TrialEnvironment:
     """Where trials run and write: the study's directory, its artifact store, engine executables to override."""
@@ -67,14 +74,14 @@ class Objective:
         previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
-        engine = get_engine(
-            config.engine, self.env.executables.get(config.engine) or self.space.engines[config.engine].executable
-        )
+        executable = self.env.executables.get(config.engine) or self.space.engines[config.engine].executable
+        engine = get_engine(config.engine, [_anchored(part) for part in executable] if executable else None)
         try:
             engine.check(config, self.space.hardware)
         except UnsupportedConfig as exc:
             return self._infeasible(trial, FailureKind.REJECTED, str(exc))
-        return self._launch_and_measure(trial, point, engine)
+        paths = {k: _anchored(v) for k in ("model", "chat_template") if (v := getattr(config, k))}
+        return self._launch_and_measure(trial, Point(config.model_copy(update=paths), point.client), engine)
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:

@@ -14,12 +14,15 @@ from sqlalchemy.exc import ArgumentError
 
 from autotune.engines.base import LaunchSpec
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+# Whole words of a name: HF_TOKEN and --api-key are secrets; TOKENIZERS_PARALLELISM and --max-num-batched-tokens not.
+_SECRET_WORDS = frozenset(
+    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL", "CREDENTIALS", "AUTH"}
+)
 MASK = "***"
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
+    return any(word in _SECRET_WORDS for word in re.split(r"[-_.]+", name.strip("-").upper()))
 
 
 def secret_values(spec: LaunchSpec) -> list[str]:

