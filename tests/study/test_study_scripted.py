@@ -144,3 +144,26 @@ def _with_fixed(space_path, **knobs) -> dict:
     engines = yaml.safe_load(space_path.read_text())["engines"]
     engines["vllm"]["fixed"].update(knobs)
     return engines
+
+
+def test_slo_constraints_and_several_objectives(tmp_path, studies) -> None:
+    # float32 doubles the scripted ITL (5 → 10 ms): a 7.5 ms TPOT SLO makes every float32 configuration infeasible
+    space = write_space(tmp_path, objective={"metrics": [{"name": "total_token_throughput"},
+                                                         {"name": "median_ttft_ms", "direction": "minimize"}],
+                                             "slo": {"median_tpot_ms": 7.5}},
+                        params={"max_num_seqs": {"choices": [8, 32], "default": 8},
+                                "dtype": {"choices": ["float32", "bfloat16"], "default": "float32"}})  # fmt: skip
+    done = autotune(
+        "study", "run", str(space), "--n-trials", "6", "--seed", "3", "--executable", ENGINE, studies=studies
+    )
+    assert done.returncode == 0, done.stderr
+    trials = show("scripted", studies)["trials"]
+    assert all(len(t["values"]) == 2 for t in trials)
+    assert {t["params"]["dtype"] for t in trials if t["feasible"]} == {"bfloat16"}
+    assert not trials[0]["feasible"] and trials[0]["failure_kind"] is None  # the baseline ran, but breaks the SLO
+    best = json.loads(autotune("study", "best", "scripted", "--format", "json", studies=studies).stdout)
+    assert (
+        "--dtype" in best["launch"]["argv"]
+        and best["launch"]["argv"][best["launch"]["argv"].index("--dtype") + 1] == "bfloat16"
+    )
+    assert best["metric_names"] == ["total_token_throughput", "median_ttft_ms"]
