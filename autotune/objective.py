@@ -182,8 +182,9 @@ class Objective:
         options = ClientOptions(base_url, config.api_model_name, workload.endpoint, workload.ignore_eos,
                                 stall_timeout_s=_STALL_TIMEOUT_S)  # fmt: skip
         hook = self._pruning_hook(trial) if len(self.metrics) == 1 else None
-        return run_benchmark(options, workload, tokenizer, seed=workload.seed + trial.number, on_progress=hook,
-                             include_requests=False)  # fmt: skip
+        # the same prompts for every trial (each starts a fresh server, so no cache carries over): configurations are
+        # compared on equal work
+        return run_benchmark(options, workload, tokenizer, on_progress=hook, include_requests=False)
 
     def _pruning_hook(self, trial: optuna.Trial):
         metric = self.metrics[0].name

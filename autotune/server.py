@@ -69,6 +69,8 @@ def check_executable(argv0: str) -> None:
 
 def kill_group(pgid: int, grace_s: float = _STOP_GRACE_S) -> None:
     """SIGTERM a process group, SIGKILL it after ``grace_s``; no error when it is already gone."""
+    if not _is_group_id(pgid):
+        return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -80,7 +82,15 @@ def kill_group(pgid: int, grace_s: float = _STOP_GRACE_S) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def _is_group_id(pgid: object) -> bool:
+    # 0 would mean our own group to killpg, and 1 is init's: a corrupt or missing record must never reach killpg
+    return isinstance(pgid, int) and not isinstance(pgid, bool) and pgid > 1 and pgid != os.getpgrp()
+
+
 def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (False for anything that is not another group's id)."""
+    if not _is_group_id(pgid):
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

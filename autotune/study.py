@@ -89,7 +89,7 @@ class _KillOrphanAndRetry:
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         pgid = trial.user_attrs.get("pgid")
-        if isinstance(pgid, int) and group_alive(pgid):
+        if group_alive(pgid):
             log.warning("trial %d: killing the engine process group %d its dead worker left", trial.number, pgid)
             kill_group(pgid)
         self.retry(study, trial)

@@ -199,7 +199,7 @@ def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list
             key == "input_len" and workload.get("dataset") != "random"
         )
         if value is not None and not skip:
-            command += [flag, str(value + trial.number if key == "seed" else value)]
+            command += [flag, str(value)]
     return command
 
 

@@ -69,7 +69,7 @@ def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, s
     while time.monotonic() < deadline and orphan is None:
         time.sleep(0.2)
         trials = _trials(studies)
-        serving = [t for t in trials if t.state.name == "RUNNING" and group_alive(t.user_attrs.get("pgid", -1) or -1)]
+        serving = [t for t in trials if t.state.name == "RUNNING" and group_alive(t.user_attrs.get("pgid"))]
         if serving and any(t.state.name == "COMPLETE" for t in trials):
             tuner.kill()  # SIGKILL: no cleanup at all; the engine (own session) survives as an orphan
             orphan = serving[0].user_attrs["pgid"]
@@ -167,3 +167,10 @@ def test_slo_constraints_and_several_objectives(tmp_path, studies) -> None:
         and best["launch"]["argv"][best["launch"]["argv"].index("--dtype") + 1] == "bfloat16"
     )
     assert best["metric_names"] == ["total_token_throughput", "median_ttft_ms"]
+
+
+def test_no_group_id_that_is_not_an_engines_is_ever_signalled() -> None:
+    import os
+
+    for bogus in (None, -1, 0, 1, True, os.getpgrp(), "123"):
+        assert not group_alive(bogus)

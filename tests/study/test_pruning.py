@@ -1,0 +1,37 @@
+"""The early-stop wiring: checkpoint values go to the study's pruner, which stops a clearly slower trial."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from autotune.bench.runner import Progress
+from autotune.objective import Objective, TrialEnvironment
+from autotune.spacefile import load_space
+from autotune.study import RunOptions, create_or_load, open_storage
+from tests.study.conftest import write_space
+
+
+def test_a_trial_below_the_quartile_is_pruned_after_warmup(tmp_path) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space_path = write_space(tmp_path)
+    space = load_space(space_path)
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db")
+    study = create_or_load(space, space_path, RunOptions("s", "", tmp_path, n_trials=6), storage)
+    for value in (1000.0, 1100.0, 1200.0):  # three completed trials reporting at every checkpoint
+        trial = study.ask()
+        for step in range(1, 11):
+            trial.report(value, step)
+        study.tell(trial, value)
+    objective = Objective(space, TrialEnvironment(tmp_path, None, {}))
+    slow = study.ask()
+    hook = objective._pruning_hook(slow)
+    for finished in (10, 20):  # checkpoints 1-2 are the warm-up: never pruned
+        hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0}))
+    with pytest.raises(optuna.TrialPruned):
+        hook(Progress(30, 100, 1.0, {"total_token_throughput": 100.0}))
+    fast = study.ask()
+    hook = objective._pruning_hook(fast)
+    for finished in range(10, 101, 10):
+        hook(Progress(finished, 100, 1.0, {"total_token_throughput": 1150.0}))
+    assert fast.number != slow.number and study.trials[slow.number].user_attrs["pruned_at"] == "30/100 requests"
