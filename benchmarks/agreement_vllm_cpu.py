@@ -2,8 +2,8 @@
 interleaved rounds against one server; prints each round and the ratio of our median to the anchor's per metric.
 
 On these 2-core machines one run of the same configuration varies by up to 2× (measured: 1218-2435 output tok/s over
-12 runs), so the medians need many rounds before they say anything within ±10%; the definitions themselves are
-checked exactly against a paced server in tests/engine/test_bench_anchor.py.
+12 runs), so sequential medians need many rounds before they say anything within ±10%. The tests compare instead
+side by side (tests/engine/test_bench_agreement.py) and against a paced server's known truth (test_bench_anchor.py).
 
     python benchmarks/agreement_vllm_cpu.py [--rounds 8] [--prompts 128] [--concurrency 32]
 """

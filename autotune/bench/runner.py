@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 
 from autotune.bench.client import ClientOptions, RequestRecord, arrival_offsets, run_requests
-from autotune.bench.datasets import build_requests
+from autotune.bench.datasets import BenchRequest, build_requests
 from autotune.bench.metrics import client_health, compute_metrics, per_request_lists, result_header
 from autotune.bench.shards import run_sharded
 from autotune.space import Workload
@@ -61,6 +61,7 @@ def run_benchmark(
     checkpoint_every: float = 0.1,
     include_requests: bool = True,
     tokenizer_id: str | None = None,
+    requests: list[BenchRequest] | None = None,
 ) -> dict:
     """Run ``workload`` against the server of ``options`` and return vllm bench's result dict (plus ``client``).
 
@@ -70,9 +71,10 @@ def run_benchmark(
         shards: worker processes for the load (1: this process).
         on_progress: called at every ``checkpoint_every`` share of finished requests, with running metrics.
         include_requests: add vllm bench's per-request lists (ttfts, itls, ...).
+        requests: the workload's requests, built beforehand (so that sending starts at once).
     """
     seed = workload.seed if seed is None else seed
-    requests = build_requests(workload, tokenizer, seed)
+    requests = requests if requests is not None else build_requests(workload, tokenizer, seed)
     if workload.warmup_requests:
         warm = workload.model_copy(update={"num_prompts": workload.warmup_requests})
         warmup = build_requests(warm, tokenizer, seed + _WARMUP_SEED_OFFSET)
