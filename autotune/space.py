@@ -127,6 +127,8 @@ def _scalar_text(value: Scalar) -> str:
 
 
 PARAM_KINDS = ("choices", "int", "float", "tied")
+# Up to this many points a space is walked point by point (static-rule checks); beyond, it is sampled or skipped.
+ENUMERATION_LIMIT = 20_000
 
 
 def _param_kind(value: Any) -> str | None:

@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,12 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune.engines import get_engine
-from autotune.errors import AutotuneError, UnsupportedConfig
+from autotune.engines import broken_rules
+from autotune.errors import AutotuneError
 from autotune.objective import Objective, TrialEnvironment
 from autotune.redact import mask_url
 from autotune.server import check_executable, group_alive, kill_group
-from autotune.space import ENGINE_PARAM, SearchSpace
+from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
 log = logging.getLogger(__name__)
 # We drive ask/tell ourselves (to pop slots under a lock) and record heartbeats with our own thread.
@@ -260,23 +261,17 @@ def run_trials(prepared: PreparedStudy,
     return study
 
 
-_ENUMERABLE = 20_000
-
-
 def _refuse_all_infeasible(space: SearchSpace) -> None:
     """A space whose every point breaks a static rule would only record rejections: say so before starting."""
-    if any(space.size(engine) > _ENUMERABLE for engine in space.engines):
+    if any(space.size(engine) > ENUMERATION_LIMIT for engine in space.engines):
         return
-    reasons: dict[str, int] = {}
+    reasons: Counter[str] = Counter()
     for engine in space.engines:
-        adapter = get_engine(engine)
-        for point in space.enumerate(engine):
-            try:
-                adapter.check(point.server, space.hardware)
+        for rule in broken_rules(engine, (p.server for p in space.enumerate(engine)), space.hardware):
+            if rule is None:
                 return
-            except UnsupportedConfig as exc:
-                reasons[exc.rule] = reasons.get(exc.rule, 0) + 1
-    raise AutotuneError(f"every configuration of the space breaks a static rule ({reasons}); fix the space "
+            reasons[rule] += 1
+    raise AutotuneError(f"every configuration of the space breaks a static rule ({dict(reasons)}); fix the space "
                         "(see `autotune space show`)")  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -155,8 +156,6 @@ def arrival_offsets(count: int, rate: float, burstiness: float, seed: int) -> li
     (Poisson at burstiness 1) with mean 1/rate, like vllm bench."""
     if rate == float("inf"):
         return [0.0] * count
-    import random
-
     rng, offsets, now = random.Random(seed), [], 0.0
     for _ in range(count):
         offsets.append(now)

@@ -13,17 +13,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autotune.engines import get_engine
-from autotune.errors import UnsupportedConfig
+from autotune.engines import broken_rules, get_engine
 from autotune.models import resolve_model
-from autotune.space import ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
+from autotune.space import ENUMERATION_LIMIT, ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
 from autotune.spacefile import load_space
 
 app = typer.Typer(no_args_is_help=True, help="Validate and inspect search-space files.")
 FileArg = Annotated[Path, typer.Argument(help="search-space YAML file")]
-# Above this many points, counting the statically rejected ones would take too long for every `show`: a fixed-seed
-# uniform sample estimates the share instead.
-_ENUMERATION_LIMIT = 20_000
+# Beyond ENUMERATION_LIMIT points a fixed-seed uniform sample estimates the share the static rules reject.
 _SAMPLE_SIZE = 2_000
 
 
@@ -98,18 +95,12 @@ def _count(size: float) -> int | str:
 
 def _rejected_share(space: SearchSpace, engine: str) -> dict[str, Any]:
     """The share of the space the static rules reject before launch: counted exactly, or estimated from a sample."""
-    adapter = get_engine(engine)
-    exact = space.size(engine) <= _ENUMERATION_LIMIT
+    exact = space.size(engine) <= ENUMERATION_LIMIT
     rng = random.Random(0)
     points = space.enumerate(engine) if exact else (space.random_point(engine, rng) for _ in range(_SAMPLE_SIZE))
-    checked = rejected = 0
-    for point in points:
-        checked += 1
-        try:
-            adapter.check(point.server, space.hardware)
-        except UnsupportedConfig:
-            rejected += 1
-    return {"rejected": rejected, "checked": checked, "exact": exact, "share": rejected / checked}
+    rules = list(broken_rules(engine, (p.server for p in points), space.hardware))
+    rejected = sum(rule is not None for rule in rules)
+    return {"rejected": rejected, "checked": len(rules), "exact": exact, "share": rejected / len(rules)}
 
 
 def _print_summary(summary: dict[str, Any], console: Console) -> None:

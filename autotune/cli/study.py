@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
 import shlex
 from collections import Counter
@@ -201,6 +200,3 @@ def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list
         if value is not None and not skip:
             command += [flag, str(value)]
     return command
-
-
-logging.getLogger("autotune").addHandler(logging.NullHandler())

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
+from autotune.config import Hardware, ServerConfig
 from autotune.engines.base import Engine, LaunchSpec, Rule
 from autotune.engines.sglang import SglangEngine
 from autotune.engines.trtllm import TrtllmEngine
 from autotune.engines.vllm import VllmEngine
-from autotune.errors import UsageError
+from autotune.errors import UnsupportedConfig, UsageError
 
 ENGINES: dict[str, type[Engine]] = {cls.name: cls for cls in (VllmEngine, SglangEngine, TrtllmEngine)}
 
@@ -26,4 +27,16 @@ def get_engine(name: str, executable: Sequence[str] | None = None) -> Engine:
     return cls(executable)
 
 
-__all__ = ["ENGINES", "Engine", "LaunchSpec", "Rule", "get_engine"]
+def broken_rules(engine: str, configs: Iterable[ServerConfig], hardware: Hardware) -> Iterator[str | None]:
+    """For each configuration, the static rule it breaks, or None when it passes (lazily, so callers may stop early)."""
+    adapter = get_engine(engine)
+    for config in configs:
+        try:
+            adapter.check(config, hardware)
+        except UnsupportedConfig as exc:
+            yield exc.rule
+        else:
+            yield None
+
+
+__all__ = ["ENGINES", "Engine", "LaunchSpec", "Rule", "broken_rules", "get_engine"]
