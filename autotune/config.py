@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-EngineName = Literal["vllm", "sglang", "trtllm", "sim"]
+EngineName = Literal["vllm", "sglang", "trtllm"]
 KvCacheDtype = Literal["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 

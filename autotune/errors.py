@@ -69,3 +69,4 @@ class FailureKind(StrEnum):
     TIMEOUT = "timeout"  # not ready within the start-up timeout
     HANG = "hang"  # ready, but produced no tokens
     CRASH = "crash"  # exited for any other reason
+    NO_DATA = "no_data"  # a simulated engine's performance model has nothing for this configuration

@@ -19,12 +19,14 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
 from autotune.bench.client import ClientOptions
-from autotune.bench.datasets import load_tokenizer
+from autotune.bench.datasets import build_requests
 from autotune.bench.runner import Progress, run_benchmark
-from autotune.engines import get_engine
+from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.redact import redact_spec, scrub_file, secret_values
 from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
+from autotune.sim.analytic import StartupFailure
+from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
 
 log = logging.getLogger(__name__)
@@ -74,14 +76,24 @@ class Objective:
         previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
-        executable = self.env.executables.get(config.engine) or self.space.engines[config.engine].executable
-        engine = get_engine(config.engine, [_anchored(part) for part in executable] if executable else None)
+        engine = self._engine(config.engine)
         try:
             engine.check(config, self.space.hardware)
         except UnsupportedConfig as exc:
             return self._infeasible(trial, FailureKind.REJECTED, str(exc))
+        if isinstance(engine, SimulatedEngine):
+            trial.set_user_attr("simulated", self.space.simulate.model_dump())
+            if engine.direct:
+                return self._simulate_directly(trial, point, engine)
         paths = {k: _anchored(v) for k in ("model", "chat_template") if (v := getattr(config, k))}
         return self._launch_and_measure(trial, Point(config.model_copy(update=paths), point.client), engine)
+
+    def _engine(self, name: str) -> Engine:
+        executable = self.env.executables.get(name) or self.space.engines[name].executable
+        engine = get_engine(name, [_anchored(part) for part in executable] if executable else None)
+        if self.space.simulate is not None:
+            return SimulatedEngine(engine, self.space.simulate, self.space.hardware)
+        return engine
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:
@@ -97,9 +109,10 @@ class Objective:
         for metric, limit in self.slo.items():
             trial.set_constraint(f"slo:{metric}", (result[metric] - limit) / limit)
         for name in ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
-                     "p99_tpot_ms", "completed", "failed"):  # fmt: skip
-            trial.set_user_attr(name, result[name])
-        trial.set_user_attr("client_saturated", result["client"]["saturated"])
+                     "p99_tpot_ms", "mean_tpot_ms", "completed", "failed"):  # fmt: skip
+            if name in result:
+                trial.set_user_attr(name, result[name])
+        trial.set_user_attr("client_saturated", result["client"].get("saturated", False))
         return [float(result[m.name]) for m in self.metrics]
 
     def _same_config(self, trial: optuna.Trial, key: str) -> optuna.trial.FrozenTrial | None:
@@ -135,11 +148,24 @@ class Objective:
             trial.set_constraint(name, value)
         return list(previous.values)
 
+    # -- a simulation in-process ----------------------------------------------------------------------------------
+    def _simulate_directly(self, trial: optuna.Trial, point: Point, engine: SimulatedEngine) -> list[float]:
+        config, workload = point.server, self.space.workload.model_copy(update=point.client)
+        trial.set_user_attr("launch", redact_spec(engine.command_spec(config, port=8000)))
+        trial.set_user_attr("engine_version", str(engine.version(config)))
+        try:
+            result = engine.evaluate(config, workload, build_requests(workload, engine.tokenizer(config)))
+        except StartupFailure as exc:
+            return self._infeasible(trial, exc.kind, str(exc))
+        return self._feasible(trial, result)
+
     # -- a launch -----------------------------------------------------------------------------------------------
-    def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine) -> list[float]:
+    def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
         config, port = point.server, free_port()
         spec = engine.launch_spec(config, port=port)
-        trial.set_user_attr("launch", redact_spec(spec))
+        trial.set_user_attr("launch", redact_spec(engine.command_spec(config, port=port)))
+        if spec != engine.command_spec(config, port=port):
+            trial.set_user_attr("served_by", redact_spec(spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
         workdir = self.env.study_dir / "trials" / str(trial.number)
         server = ServerProcess(spec, workdir, port, engine.readiness_path, config.api_model_name)
@@ -154,7 +180,7 @@ class Objective:
                 except ServerStartTimeout as exc:
                     return self._infeasible(trial, FailureKind.TIMEOUT, str(exc))
                 bench_started = time.monotonic()
-                result = self._benchmark(trial, point, server.base_url)
+                result = engine.model_time(self._benchmark(trial, point, server.base_url, engine))
                 trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
                 if not server.alive():
                     tail = server.log_tail()
@@ -175,26 +201,26 @@ class Objective:
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(server.log_path), study_or_trial=trial,
                                 mimetype="text/plain")  # fmt: skip
 
-    def _benchmark(self, trial: optuna.Trial, point: Point, base_url: str) -> dict:
+    def _benchmark(self, trial: optuna.Trial, point: Point, base_url: str, engine: Engine) -> dict:
         workload = self.space.workload.model_copy(update=point.client)
         config = point.server
-        tokenizer = load_tokenizer(config.model) if (Path(config.model) / "tokenizer.json").exists() else None
         options = ClientOptions(base_url, config.api_model_name, workload.endpoint, workload.ignore_eos,
                                 stall_timeout_s=_STALL_TIMEOUT_S)  # fmt: skip
-        hook = self._pruning_hook(trial) if len(self.metrics) == 1 else None
+        hook = self._pruning_hook(trial, engine) if len(self.metrics) == 1 else None
         # the same prompts for every trial (each starts a fresh server, so no cache carries over): configurations are
         # compared on equal work
-        return run_benchmark(options, workload, tokenizer, on_progress=hook, include_requests=False)
+        return run_benchmark(options, workload, engine.tokenizer(config), on_progress=hook, include_requests=False)
 
-    def _pruning_hook(self, trial: optuna.Trial):
+    def _pruning_hook(self, trial: optuna.Trial, engine: Engine):
         metric = self.metrics[0].name
 
         def report(progress: Progress) -> None:
-            value = progress.metrics.get(metric)
+            value = engine.model_time(progress.metrics).get(metric)
             if value is None:
                 return
             trial.report(float(value), step=round(progress.finished / progress.total * _CHECKPOINT_STEPS))
-            if trial.should_prune():
+            # the last checkpoint is the measurement itself: keep it, however it compares
+            if progress.finished < progress.total and trial.should_prune():
                 trial.set_user_attr("pruned_at", f"{progress.finished}/{progress.total} requests")
                 raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")
 

@@ -77,7 +77,7 @@ def kill_group(pgid: int, grace_s: float = _STOP_GRACE_S) -> None:
     while time.monotonic() < deadline:
         if not group_alive(pgid):
             return
-        time.sleep(0.2)
+        time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
 
@@ -204,14 +204,16 @@ class ServerProcess:
             ServerCrashed: the process exited first.
             ServerStartTimeout: not ready within ``timeout_s``.
         """
-        started = time.monotonic()
+        started, polls = time.monotonic(), 0
         with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
             while time.monotonic() - started < timeout_s:
                 if not self.alive():
                     raise ServerCrashed(self.process.returncode, self.log_tail())
                 if self._serves_expected_model(client) and self._owns_port():
                     return time.monotonic() - started
-                time.sleep(_POLL_S)
+                # quick first looks for fast starters (the simulator), then no more than every _POLL_S
+                time.sleep(min(_POLL_S, 0.05 * 1.5**polls))
+                polls += 1
         raise ServerStartTimeout(f"engine not ready within {timeout_s:.0f} s")
 
     def _serves_expected_model(self, client: httpx.Client) -> bool:

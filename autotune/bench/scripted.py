@@ -34,12 +34,12 @@ import time
 _FAULTS = ("reset", "malformed", "500", "404", "stall", "error-event", "no-tokens")
 
 
-def _chunk(payload: bytes) -> bytes:
+def chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def _event(data: bytes) -> bytes:
-    return _chunk(b"data: " + data + b"\n\n")
+def sse_event(data: bytes) -> bytes:
+    return chunk(b"data: " + data + b"\n\n")
 
 
 class _Stream:
@@ -93,7 +93,7 @@ class _Stream:
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.total,
                  "total_tokens": self.prompt_tokens + self.total}  # fmt: skip
         tail = json.dumps({"id": "x", "model": self.model.decode(), "choices": [], "usage": usage}).encode()
-        self.transport.write(_event(tail) + _event(b"[DONE]") + b"0\r\n\r\n")
+        self.transport.write(sse_event(tail) + sse_event(b"[DONE]") + b"0\r\n\r\n")
         self.server.finished(self.transport)
 
     def _misbehave(self) -> None:
@@ -103,19 +103,24 @@ class _Stream:
             )
             self.transport.abort()
         elif self.fault == "malformed":
-            self.transport.write(_event(b'{"choices": [ this is not json'))
+            self.transport.write(sse_event(b'{"choices": [ this is not json'))
             self.fault = None
             self._schedule()
         elif self.fault == "error-event":
             self.transport.write(
-                _event(b'{"error":{"message":"scripted engine error","code":500}}') + _event(b"[DONE]") + b"0\r\n\r\n"
+                sse_event(b'{"error":{"message":"scripted engine error","code":500}}')
+                + sse_event(b"[DONE]")
+                + b"0\r\n\r\n"
             )
             self.server.finished(self.transport)
         # "stall": send nothing more; the client's stall timeout must fire
 
 
-class _Connection(asyncio.Protocol):
-    def __init__(self, server: ScriptedServer) -> None:
+class HttpConnection(asyncio.Protocol):
+    """Just enough HTTP/1.1 server: GET answers /v1/models (else ``{}``); a POST's JSON body goes to the server's
+    ``on_request(transport, body)``, which streams the answer on the transport."""
+
+    def __init__(self, server) -> None:
         self.server, self.buffer = server, b""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -139,15 +144,12 @@ class _Connection(asyncio.Protocol):
         method, path = request_line[0], request_line[1]
         if method == b"GET":
             status = b"503 Service Unavailable" if self.server.never_ready else b"200 OK"
-            models = {"object": "list", "data": [{"id": self.server.model_name}]}
+            models = {"object": "list", "data": [{"id": self.server.model_name, "owned_by": self.server.owned_by}]}
             payload = json.dumps(models).encode() if path == b"/v1/models" else b"{}"
             head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
             self.transport.write(head % (status, len(payload)) + payload)
             return
-        self.server.requests += 1
-        if self.server.die_after is not None and self.server.requests > self.server.die_after:
-            os._exit(1)
-        self.server.admit(_Stream(self.server, self.transport, json.loads(body)))
+        self.server.on_request(self.transport, json.loads(body))
 
 
 class ScriptedServer:
@@ -160,16 +162,23 @@ class ScriptedServer:
         self.queue: list[_Stream] = []
         # one token per event, the same bytes every time, so serving costs a write and nothing else
         self.token_event = {
-            False: _event(b'{"id":"x","object":"text_completion","choices":[{"index":0,"text":" t"}],"usage":null}'),
-            True: _event(
+            False: sse_event(b'{"id":"x","object":"text_completion","choices":[{"index":0,"text":" t"}],"usage":null}'),
+            True: sse_event(
                 b'{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" t"}}],"usage":null}'
             ),
         }
 
     model_name = "scripted"
+    owned_by = "autotune-scripted"
     never_ready = False
     die_after: int | None = None
     max_running: int | None = None
+
+    def on_request(self, transport: asyncio.Transport, request: dict) -> None:
+        self.requests += 1
+        if self.die_after is not None and self.requests > self.die_after:
+            os._exit(1)
+        self.admit(_Stream(self, transport, request))
 
     def admit(self, stream: _Stream) -> None:
         if self.max_running is not None and self.running >= self.max_running:
@@ -188,7 +197,7 @@ class ScriptedServer:
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
         server = await self.loop.create_server(
-            lambda: _Connection(self), "127.0.0.1", self.port, backlog=4096, reuse_address=True
+            lambda: HttpConnection(self), "127.0.0.1", self.port, backlog=4096, reuse_address=True
         )
         async with server:
             await server.serve_forever()

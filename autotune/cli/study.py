@@ -21,7 +21,8 @@ from autotune.spacefile import load_space
 from autotune.study import RunOptions, best_trial, default_storage, feasible, open_storage, prepare_study, run_trials
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
-DEFAULT_SPACE = Path("search_spaces/vllm-cpu-tiny.yaml")
+DEFAULT_SPACE = Path("search_spaces/quickstart.yaml")
+DEFAULT_TRIALS = 8
 StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]
 FormatOpt = Annotated[str, typer.Option("--format", help="shell or json")]
 
@@ -35,7 +36,10 @@ def run(
     space_file: Annotated[Path, typer.Argument(help="search-space YAML")] = DEFAULT_SPACE,
     study: Annotated[str | None, typer.Option(help="study name (default: the space's name)")] = None,
     storage: StorageOpt = None,
-    n_trials: Annotated[int, typer.Option(help="trials in the study, baselines included")] = 8,
+    n_trials: Annotated[
+        int | None,
+        typer.Option(help=f"trials in the study, baselines included (default: the space's, else {DEFAULT_TRIALS})"),
+    ] = None,
     timeout: Annotated[float | None, typer.Option(help="stop starting trials after this many seconds")] = None,
     seed: Annotated[int | None, typer.Option(help="sampler seed")] = None,
     executable: Annotated[str | None, typer.Option(help="how to invoke the engine (for a one-engine space)")] = None,
@@ -43,6 +47,7 @@ def run(
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = load_space(space_file)
+    n_trials = n_trials or space.trials or DEFAULT_TRIALS
     name = study or space.name or space_file.stem
     executables = {}
     if executable:

@@ -10,10 +10,13 @@ import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from packaging.version import Version
+from tokenizers import Tokenizer
 
+from autotune.bench.datasets import load_tokenizer
 from autotune.config import Hardware, ServerConfig
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.models import ModelInfo, resolve_model
@@ -183,6 +186,18 @@ class Engine(ABC):
         if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
             return FailureKind.OOM
         return FailureKind.CRASH
+
+    def command_spec(self, config: ServerConfig, port: int | None = None, host: str = "127.0.0.1") -> LaunchSpec:
+        """The command a user runs for ``config`` (the launch itself, except where a simulator stands in)."""
+        return self.launch_spec(config, port, host)
+
+    def tokenizer(self, config: ServerConfig) -> Tokenizer | None:
+        """The tokenizer the benchmark counts prompt lengths with: the model's own, when it is a local directory."""
+        return load_tokenizer(config.model) if (Path(config.model) / "tokenizer.json").exists() else None
+
+    def model_time(self, result: dict) -> dict:
+        """A benchmark result in the engine's own time (the identity, except for a time-scaled simulator)."""
+        return result
 
     def gpus_used(self, config: ServerConfig) -> int:
         """GPUs a launch occupies: TP × PP × DP (engines with attention-DP inside TP override this)."""

