@@ -23,6 +23,7 @@ from autotune.bench.datasets import build_requests
 from autotune.bench.runner import Progress, run_benchmark
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.export import public_config, shell_script
 from autotune.redact import redact_spec, scrub_file, secret_values
 from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
 from autotune.sim.analytic import StartupFailure
@@ -73,6 +74,7 @@ class Objective:
         key = config_key(point)
         trial.set_user_attr("config_key", key)
         trial.set_user_attr("engine", config.engine)
+        trial.set_user_attr("config", public_config(config))
         previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
@@ -151,7 +153,7 @@ class Objective:
     # -- a simulation in-process ----------------------------------------------------------------------------------
     def _simulate_directly(self, trial: optuna.Trial, point: Point, engine: SimulatedEngine) -> list[float]:
         config, workload = point.server, self.space.workload.model_copy(update=point.client)
-        trial.set_user_attr("launch", redact_spec(engine.command_spec(config, port=8000)))
+        self._record_command(trial, redact_spec(engine.command_spec(config, port=8000)))
         trial.set_user_attr("engine_version", str(engine.version(config)))
         try:
             result = engine.evaluate(config, workload, build_requests(workload, engine.tokenizer(config)))
@@ -163,7 +165,7 @@ class Objective:
     def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
         config, port = point.server, free_port()
         spec = engine.launch_spec(config, port=port)
-        trial.set_user_attr("launch", redact_spec(engine.command_spec(config, port=port)))
+        self._record_command(trial, redact_spec(engine.command_spec(config, port=port)))
         if spec != engine.command_spec(config, port=port):
             trial.set_user_attr("served_by", redact_spec(spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
@@ -225,6 +227,15 @@ class Objective:
                 raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")
 
         return report
+
+    def _record_command(self, trial: optuna.Trial, launch: dict) -> None:
+        """The launch command (redacted) as an attribute and as a shell-script artifact (shown by optuna-dashboard)."""
+        trial.set_user_attr("launch", launch)
+        path = self.env.study_dir / "trials" / str(trial.number) / "command.sh"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(shell_script(launch) + "\n")
+        upload_artifact(artifact_store=self.env.artifacts, file_path=str(path), study_or_trial=trial,
+                        mimetype="text/x-shellscript")  # fmt: skip
 
     def _save_result(self, trial: optuna.Trial, workdir: Path, result: dict) -> None:
         path = workdir / "benchmark.json"

@@ -32,12 +32,13 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from autotune.cli import bench, command, space, study
+    from autotune.cli import bench, command, dashboard, space, study
 
     app.add_typer(space.app, name="space")
     app.command(name="bench")(bench.bench)
     app.add_typer(study.app, name="study")
     app.command(name="command")(command.command)
+    app.command(name="dashboard")(dashboard.dashboard)
 
 
 _register()

@@ -15,7 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
+from autotune.export import docker_run, shell_script
 from autotune.settings import Settings
 from autotune.spacefile import load_space
 from autotune.study import RunOptions, best_trial, default_storage, feasible, open_storage, prepare_study, run_trials
@@ -24,7 +26,7 @@ app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = Path("search_spaces/quickstart.yaml")
 DEFAULT_TRIALS = 8
 StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]
-FormatOpt = Annotated[str, typer.Option("--format", help="shell or json")]
+FormatOpt = Annotated[str, typer.Option("--format", help="shell, json or docker")]
 
 
 def _storage(name: str, storage: str | None) -> str:
@@ -93,7 +95,7 @@ def _print_best(study: optuna.Study) -> None:
     simulated = "SIMULATED " if "simulated" in best.user_attrs else ""
     metric = study.metric_names[0] if study.metric_names else "value"
     print(f"{simulated}best: trial {best.number}, {metric} = {best.values[0]:.2f}")
-    print(_shell(best.user_attrs["launch"]))
+    print(shell_script(best.user_attrs["launch"]))
     Console().print(_baseline_table(study, best, simulated))
 
 
@@ -180,6 +182,33 @@ def show(name: str, storage: StorageOpt = None, as_json: Annotated[bool, typer.O
 
 
 @app.command()
+def report(
+    name: str,
+    storage: StorageOpt = None,
+    out: Annotated[Path | None, typer.Option(help="HTML file (default: studies/NAME/report.html)")] = None,
+    csv: Annotated[Path | None, typer.Option(help="also write every trial as CSV")] = None,
+    parquet: Annotated[Path | None, typer.Option(help="also write every trial as Parquet (needs pyarrow)")] = None,
+) -> None:
+    """One self-contained HTML report of a study (plotly figures, best command, baseline-vs-best table)."""
+    from autotune.report import render_html, trials_frame
+
+    study = _load(name, storage)
+    out = out or Settings().studies_dir / name / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(study, best_trial(study)))
+    print(out)
+    if csv:
+        trials_frame(study).to_csv(csv, index=False)
+        print(csv)
+    if parquet:
+        try:
+            trials_frame(study).to_parquet(parquet, index=False)
+        except ImportError:
+            raise UsageError("--parquet needs pyarrow; fix: pip install pyarrow") from None
+        print(parquet)
+
+
+@app.command()
 def best(name: str, storage: StorageOpt = None, output: FormatOpt = "shell") -> None:
     """The best feasible configuration's launch command, and the `autotune bench` command that measured it."""
     study = _load(name, storage)
@@ -187,26 +216,31 @@ def best(name: str, storage: StorageOpt = None, output: FormatOpt = "shell") -> 
     if trial is None:
         raise AutotuneError(f"study {name!r} has no feasible trial yet")
     launch, bench = trial.user_attrs["launch"], _bench_command(study, trial)
+    docker = _docker(trial)
     if output == "json":
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
-                          "launch": launch, "bench": bench}, indent=1))  # fmt: skip
+                          "simulated": "simulated" in trial.user_attrs, "launch": launch, "docker": docker,
+                          "bench": bench}, indent=1))  # fmt: skip
+        return
+    if output == "docker":
+        print(docker)
         return
     if output != "shell":
-        raise UsageError(f"--format {output!r}: use shell or json")
+        raise UsageError(f"--format {output!r}: use shell, json or docker")
+    if "simulated" in trial.user_attrs:
+        print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"
     print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}")
-    print(_shell(launch))
+    print(shell_script(launch))
     print("# reproduce the measurement (once the server above is ready):")
     print(shlex.join(bench))
 
 
-def _shell(launch: dict) -> str:
-    lines = [f"# set {name} in your environment first (kept out of the study)" for name in launch.get("secret_env", [])]
-    for file, content in launch.get("files", {}).items():
-        lines.append(f"cat > {shlex.quote(file)} <<'AUTOTUNE_EOF'\n{content.rstrip()}\nAUTOTUNE_EOF")
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.get("env", {}).items())
-    lines.append((env + " " if env else "") + shlex.join(launch["argv"]))
-    return "\n".join(lines)
+def _docker(trial: optuna.trial.FrozenTrial) -> str | None:
+    config = trial.user_attrs.get("config")
+    if config is None:  # a trial recorded before configurations were stored
+        return None
+    return docker_run(ServerConfig.model_validate(config), trial.user_attrs["launch"].get("secret_env", []))
 
 
 def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[str]:

@@ -1,0 +1,33 @@
+"""``autotune dashboard NAME``: optuna-dashboard (optional extra) on the study's storage and artifact store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from autotune.errors import UsageError
+from autotune.settings import Settings
+from autotune.study import default_storage, open_storage
+
+
+def dashboard(
+    name: Annotated[str, typer.Argument(help="study name (its storage and artifacts under studies/ by default)")],
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")] = None,
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8080,
+) -> None:
+    """Browse a study in optuna-dashboard: trials, metric names, and each trial's server log, benchmark JSON and
+    launch command (Optuna artifacts). Serves on 127.0.0.1 until interrupted."""
+    try:
+        from optuna.artifacts import FileSystemArtifactStore
+        from optuna_dashboard import run_server
+    except ImportError:
+        raise UsageError("the dashboard needs optuna-dashboard; fix: pip install 'autotune[dashboard]'") from None
+    settings = Settings()
+    artifacts = settings.studies_dir / name / "artifacts"
+    if not artifacts.is_dir():
+        raise UsageError(f"no artifacts at {artifacts}; fix: run `autotune study run` for {name!r} first "
+                         "(or set AUTOTUNE_STUDIES_DIR)")  # fmt: skip
+    url = storage or default_storage(name, settings.studies_dir)
+    print(f"optuna-dashboard for {name} on http://127.0.0.1:{port}/dashboard (Ctrl-C stops it)", flush=True)
+    run_server(open_storage(url), host="127.0.0.1", port=port, artifact_store=FileSystemArtifactStore(str(artifacts)))
