@@ -21,6 +21,7 @@ from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import build_requests
 from autotune.bench.runner import Progress, run_benchmark
+from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
@@ -49,6 +50,20 @@ def _anchored(value: str) -> str:
     path = Path(value)
     # absolute(), not resolve(): a virtual environment's python must keep its own path, not its symlink's target
     return str(path.absolute()) if not path.is_absolute() and path.exists() else value
+
+
+def engine_for(space: SearchSpace, name: str, executables: dict[str, list[str]] | None = None) -> Engine:
+    """The adapter that runs ``name``'s trials of ``space``: the engine itself, or the simulator standing in for it."""
+    executable = (executables or {}).get(name) or space.engines[name].executable
+    engine = get_engine(name, [_anchored(part) for part in executable] if executable else None)
+    if space.simulate is not None:
+        return SimulatedEngine(engine, space.simulate, space.hardware)
+    return engine
+
+
+def anchored_paths(config: ServerConfig) -> ServerConfig:
+    """``config`` with its relative model and chat-template paths made absolute (the engine runs elsewhere)."""
+    return config.model_copy(update={k: _anchored(v) for k in ("model", "chat_template") if (v := getattr(config, k))})
 
 
 @dataclass(frozen=True)
@@ -87,15 +102,10 @@ class Objective:
             trial.set_user_attr("simulated", self.space.simulate.model_dump())
             if engine.direct:
                 return self._simulate_directly(trial, point, engine)
-        paths = {k: _anchored(v) for k in ("model", "chat_template") if (v := getattr(config, k))}
-        return self._launch_and_measure(trial, Point(config.model_copy(update=paths), point.client), engine)
+        return self._launch_and_measure(trial, Point(anchored_paths(config), point.client), engine)
 
     def _engine(self, name: str) -> Engine:
-        executable = self.env.executables.get(name) or self.space.engines[name].executable
-        engine = get_engine(name, [_anchored(part) for part in executable] if executable else None)
-        if self.space.simulate is not None:
-            return SimulatedEngine(engine, self.space.simulate, self.space.hardware)
-        return engine
+        return engine_for(self.space, name, self.env.executables)
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:

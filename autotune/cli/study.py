@@ -181,6 +181,15 @@ def show(name: str, storage: StorageOpt = None, as_json: Annotated[bool, typer.O
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
 
 
+def _register_validate() -> None:
+    from autotune.cli.validate import validate_command
+
+    app.command(name="validate")(validate_command)
+
+
+_register_validate()
+
+
 @app.command()
 def report(
     name: str,

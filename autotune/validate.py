@@ -1,0 +1,147 @@
+"""``autotune study validate``: a reference and a candidate configuration, measured on a suite of workloads with
+repeats, compared with intervals: the seed study's evidence table, with its noise made explicit.
+
+Method. Each repeat launches each configuration afresh (reference, then candidate, alternating), so launch-to-launch
+variance and the machine's drift fall on both alike; repeat r uses prompts seeded ``seed + r`` (no prefix cache carries
+a repeat). Per configuration and workload: the mean and its 95% interval (Student t, n−1 degrees of freedom). The
+gain's interval is Welch's 95% interval of the difference of the means, divided by the reference mean; a gain whose
+interval contains 0 is marked "within noise", otherwise "real".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.bench.client import ClientOptions
+from autotune.bench.datasets import build_requests
+from autotune.bench.runner import run_benchmark
+from autotune.config import ServerConfig
+from autotune.errors import AutotuneError
+from autotune.models import resolve_model
+from autotune.objective import anchored_paths, engine_for
+from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
+from autotune.sim.analytic import StartupFailure
+from autotune.sim.engine import SimulatedEngine
+from autotune.space import SearchSpace, Workload
+
+# The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
+SEED_SUITE = (("random 128/4", 128, 4, 1000), ("random 2000/100", 2000, 100, 500), ("random 4000/200", 4000, 200, 500),
+              ("random 32000/100", 32000, 100, 100), ("random 1000/2000", 1000, 2000, 100))  # fmt: skip
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000}  # fmt: skip
+METRICS = ("total_token_throughput", "output_throughput", "mean_tpot_ms", "mean_ttft_ms")
+
+
+@dataclass(frozen=True)
+class NamedWorkload:
+    name: str
+    workload: Workload
+
+
+def seed_suite(space: SearchSpace, context: int | None) -> list[NamedWorkload]:
+    """The space's own workload (the seed's ShareGPT) and the seed's five random workloads, scaled to the space:
+    prompt counts by the space's num_prompts / 1000, lengths down to fit ``context`` (the longest is 32000 + 100)."""
+    base = space.workload
+    prompts = base.num_prompts / 1000
+    lengths = min(1.0, context / (32000 + 100)) if context else 1.0
+    suite = [NamedWorkload(f"space workload ({base.dataset})", base)]
+    for name, input_len, output_len, count in SEED_SUITE:
+        scaled = Workload(dataset="random", input_len=max(1, round(input_len * lengths)),
+                          output_len=max(2, round(output_len * lengths)), num_prompts=max(4, round(count * prompts)),
+                          endpoint=base.endpoint, max_concurrency=base.max_concurrency, seed=42)  # fmt: skip
+        label = name if lengths == 1.0 else f"{name} ×{lengths:.3g}"
+        suite.append(NamedWorkload(label, scaled))
+    return suite
+
+
+def context_of(config: ServerConfig) -> int | None:
+    model = resolve_model(config.model)
+    return config.max_model_len or (model.max_positions if model else None)
+
+
+def t975(df: float) -> float:
+    """Student's t 0.975 quantile, rounded down to the nearest tabulated degrees of freedom (conservative)."""
+    if df < 1:
+        return math.inf
+    keys = [k for k in _T975 if k <= df]
+    return _T975[max(keys)] if df <= 60 else 1.96
+
+
+def mean_interval(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% interval."""
+    if len(values) < 2:
+        return statistics.fmean(values), math.inf
+    return statistics.fmean(values), t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def welch_difference(a: list[float], b: list[float]) -> tuple[float, float]:
+    """mean(b) − mean(a) and the half-width of Welch's 95% interval."""
+    diff = statistics.fmean(b) - statistics.fmean(a)
+    if min(len(a), len(b)) < 2:
+        return diff, math.inf
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return diff, 0.0
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return diff, t975(df) * math.sqrt(va + vb)
+
+
+def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload], repeat: int, workdir: Path) -> dict:
+    """One launch of ``config`` (or one in-process simulation), every workload of the suite: results by workload."""
+    engine = engine_for(space, config.engine)
+    config = anchored_paths(config)
+    seeded = {nw.name: nw.workload.model_copy(update={"seed": nw.workload.seed + repeat}) for nw in suite}
+    tokenizer = engine.tokenizer(config)
+    if isinstance(engine, SimulatedEngine) and engine.direct:
+        try:
+            return {name: engine.evaluate(config, w, build_requests(w, tokenizer)) for name, w in seeded.items()}
+        except StartupFailure as exc:
+            raise AutotuneError(f"{config.engine} configuration does not start in the simulator: {exc}") from None
+    port = free_port()
+    with ServerProcess(engine.launch_spec(config, port), workdir, port, engine.readiness_path,
+                       config.api_model_name) as server:  # fmt: skip
+        try:
+            server.wait_ready(space.startup_timeout_s)
+        except (ServerCrashed, ServerStartTimeout) as exc:
+            raise AutotuneError(
+                f"{config.engine} did not start for validation: {exc}; log: {server.log_path}"
+            ) from None
+        results = {}
+        for name, workload in seeded.items():
+            options = ClientOptions(server.base_url, config.api_model_name, workload.endpoint, workload.ignore_eos)
+            results[name] = engine.model_time(run_benchmark(options, workload, tokenizer, include_requests=False))
+        return results
+
+
+def validate(space: SearchSpace, configs: dict[str, ServerConfig], suite: list[NamedWorkload], repeats: int,
+             workdir: Path, on_step: Callable[[str], None] = lambda _: None) -> list[dict]:  # fmt: skip
+    """Measure ``configs`` (``reference`` and ``candidate``) ``repeats`` times, alternating; one row per workload."""
+    samples: dict[tuple[str, str], list[dict]] = {}
+    for repeat in range(repeats):
+        for label, config in configs.items():
+            on_step(f"repeat {repeat + 1}/{repeats}: {label}")
+            results = measure(space, config, suite, repeat, workdir / f"{label}-{repeat}")
+            for name, result in results.items():
+                samples.setdefault((label, name), []).append(result)
+    return [_row(nw.name, samples[("reference", nw.name)], samples[("candidate", nw.name)]) for nw in suite]
+
+
+def _row(workload: str, reference: list[dict], candidate: list[dict]) -> dict:
+    row: dict = {"workload": workload, "repeats": len(reference)}
+    for label, results in (("reference", reference), ("candidate", candidate)):
+        for metric in METRICS:
+            values = [r[metric] for r in results if r.get("completed")]
+            mean, half = mean_interval(values) if values else (math.nan, math.inf)
+            row[f"{label}_{metric}"], row[f"{label}_{metric}_ci95"] = mean, half
+        row[f"{label}_failed"] = sum(r.get("failed", 0) for r in results)
+    a = [r["total_token_throughput"] for r in reference]
+    b = [r["total_token_throughput"] for r in candidate]
+    diff, half = welch_difference(a, b)
+    base = statistics.fmean(a)
+    row["gain_pct"], row["gain_ci95_pct"] = 100 * diff / base, 100 * half / base
+    row["verdict"] = "within noise" if abs(diff) <= half else "real"
+    return row

@@ -1,0 +1,45 @@
+"""`autotune study validate` on the simulated engine reproduces the shape of the seed study's table: six workloads,
+reference and candidate total tok/s and mean TPOT with intervals, gains in %, a verdict per workload."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.validate import mean_interval, t975, welch_difference
+from tests.sim.test_sim_studies import direct_space
+from tests.study.conftest import autotune
+
+
+def test_validate_prints_the_seed_table_shape(tmp_path) -> None:
+    studies = tmp_path / "studies"
+    space = direct_space(tmp_path)
+    done = autotune("study", "run", space, "--study", "direct", "--n-trials", "24", "--seed", "3", studies=studies)
+    assert done.returncode == 0, done.stderr
+    done = autotune("study", "validate", "direct", "--repeats", "2", "--json", studies=studies, timeout=600)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["simulated"] and record["repeats"] == 2
+    assert [row["workload"] for row in record["rows"]] == [
+        "space workload (random)", "random 128/4", "random 2000/100", "random 4000/200", "random 32000/100",
+        "random 1000/2000"]  # fmt: skip
+    for row in record["rows"]:
+        assert row["reference_total_token_throughput"] > 0 and row["candidate_total_token_throughput"] > 0
+        assert row["verdict"] in ("real", "within noise") and row["gain_ci95_pct"] >= 0
+        expected = row["candidate_total_token_throughput"] / row["reference_total_token_throughput"] - 1
+        assert row["gain_pct"] == pytest.approx(100 * expected)
+    assert (studies / "direct" / "validate.json").exists()
+    table = autotune("study", "validate", "direct", "--repeats", "2", "--candidate", "baseline", studies=studies)
+    assert table.returncode == 0, table.stderr
+    assert "SIMULATED reference vs candidate" in table.stdout and table.stdout.count("within noise") == 6
+
+
+def test_interval_arithmetic() -> None:
+    assert t975(2) == 4.303 and t975(2.7) == 4.303 and t975(100) == 1.96
+    mean, half = mean_interval([10.0, 12.0, 14.0])
+    assert mean == 12.0 and half == pytest.approx(4.303 * 2.0 / 3**0.5)
+    diff, half = welch_difference([10.0, 12.0, 14.0], [20.0, 22.0, 24.0])
+    assert diff == 10.0 and 0 < half < diff  # a clear difference: its interval excludes 0
+    diff, half = welch_difference([10.0, 12.0, 14.0], [11.0, 13.0, 12.0])
+    assert abs(diff) < half  # within noise
