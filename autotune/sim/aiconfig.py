@@ -57,6 +57,7 @@ class AiconfiguratorModel:
                     batch_size=max(1, concurrency // layout.ranks), ctx_tokens=cfg.max_num_batched_tokens,
                     tp_size=layout.rank_gpus, pp_size=cfg.pp or 1, attention_dp_size=layout.ranks,
                     moe_ep_size=layout.gpus if layout.expert_parallel else None,
+                    moe_tp_size=None if layout.expert_parallel else layout.gpus,
                     kvcache_quant_mode="fp8" if (cfg.kv_cache_dtype or "").startswith("fp8") else None,
                     nextn=nextn, nextn_accepted=0.85 * nextn if nextn else None,
                     free_gpu_memory_fraction=cfg.gpu_memory_utilization)  # fmt: skip
