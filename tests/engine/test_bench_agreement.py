@@ -102,6 +102,6 @@ def test_saturated_throughput_ttft_and_tpot_agree(vllm_server, prompts_file, tmp
 
 
 def test_light_load_ttft_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:
-    workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=32, request_rate=1.0, seed=2)
-    ours, theirs = side_by_side(vllm_server, tmp_path, workload, ["--request-rate", "1"])
+    workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=PROMPTS, request_rate=2.0, seed=2)
+    ours, theirs = side_by_side(vllm_server, tmp_path, workload, ["--request-rate", "2"])
     assert_agree(ours, theirs, {"median_ttft_ms": 0.15, "median_tpot_ms": 0.15})
