@@ -117,29 +117,32 @@ def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload]
         return results
 
 
-def validate(space: SearchSpace, configs: dict[str, ServerConfig], suite: list[NamedWorkload], repeats: int,
-             workdir: Path, on_step: Callable[[str], None] = lambda _: None) -> list[dict]:  # fmt: skip
-    """Measure ``configs`` (``reference`` and ``candidate``) ``repeats`` times, alternating; one row per workload."""
+def validate(space: SearchSpace, reference: ServerConfig, candidates: dict[str, ServerConfig],
+             suite: list[NamedWorkload], repeats: int, workdir: Path,
+             on_step: Callable[[str], None] = lambda _: None) -> list[dict]:  # fmt: skip
+    """Measure the reference and each candidate ``repeats`` times, alternating; one row per candidate and workload."""
+    configs = {"reference": reference, **candidates}
     samples: dict[tuple[str, str], list[dict]] = {}
     for repeat in range(repeats):
-        for label, config in configs.items():
+        for index, (label, config) in enumerate(configs.items()):
             on_step(f"repeat {repeat + 1}/{repeats}: {label}")
-            results = measure(space, config, suite, repeat, workdir / f"{label}-{repeat}")
+            results = measure(space, config, suite, repeat, workdir / f"{index}-{repeat}")
             for name, result in results.items():
                 samples.setdefault((label, name), []).append(result)
-    return [_row(nw.name, samples[("reference", nw.name)], samples[("candidate", nw.name)]) for nw in suite]
+    return [_row(label, nw.name, samples[("reference", nw.name)], samples[(label, nw.name)])
+            for label in candidates for nw in suite]  # fmt: skip
 
 
-def _row(workload: str, reference: list[dict], candidate: list[dict]) -> dict:
-    row: dict = {"workload": workload, "repeats": len(reference)}
-    for label, results in (("reference", reference), ("candidate", candidate)):
+def _row(candidate: str, workload: str, reference: list[dict], measured: list[dict]) -> dict:
+    row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference)}
+    for label, results in (("reference", reference), ("candidate", measured)):
         for metric in METRICS:
             values = [r[metric] for r in results if r.get("completed")]
             mean, half = mean_interval(values) if values else (math.nan, math.inf)
             row[f"{label}_{metric}"], row[f"{label}_{metric}_ci95"] = mean, half
         row[f"{label}_failed"] = sum(r.get("failed", 0) for r in results)
     a = [r["total_token_throughput"] for r in reference]
-    b = [r["total_token_throughput"] for r in candidate]
+    b = [r["total_token_throughput"] for r in measured]
     diff, half = welch_difference(a, b)
     base = statistics.fmean(a)
     row["gain_pct"], row["gain_ci95_pct"] = 100 * diff / base, 100 * half / base

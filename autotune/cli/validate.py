@@ -52,7 +52,8 @@ def validate_command(
     console = Console(stderr=True)
     workdir = Settings().studies_dir / name / "validate"
     with console.status("validating") as status:
-        rows = validate(space, configs, suite, repeats, workdir, lambda step: status.update(f"validating: {step}"))
+        rows = validate(space, configs["reference"], {"candidate": configs["candidate"]}, suite, repeats, workdir,
+                        lambda step: status.update(f"validating: {step}"))  # fmt: skip
     (Settings().studies_dir / name).mkdir(parents=True, exist_ok=True)
     record = {"study": name, "simulated": space.simulate is not None, "repeats": repeats,
               "reference": configs["reference"].knobs(), "candidate": configs["candidate"].knobs(), "rows": rows}  # fmt: skip

@@ -8,8 +8,11 @@ file (vllm bench's custom dataset: exact-length random prompts, output lengths s
 order: with equal output lengths the two clients' waves would lock in phase, and whichever wave reached the server
 first would win every TTFT and lose every TPOT.
 
-Two loads: saturated (closed loop, 16 streams each) for throughput, TTFT and TPOT; light (open loop, Poisson
-arrivals on each client's own schedule) for TTFT and TPOT, where a request meets an idle or nearly idle server.
+Two loads: saturated (closed loop, 16 streams each) for throughput and TPOT; light (open loop, Poisson arrivals on
+each client's own schedule) for TTFT and TPOT, where a request meets an idle or nearly idle server. TTFT is not
+compared under saturation: there it is bimodal (a request either waits for the next step or behind a wave of
+prefills), its median falls between the modes, and one request more or less in either mode moves it by a step
+(measured: −11% and −1% in two runs of the same test).
 """
 
 from __future__ import annotations
@@ -94,11 +97,10 @@ def assert_agree(ours: dict, theirs: dict, tolerances: dict[str, float]) -> None
         assert abs(off[key]) <= tolerance, (key, off[key])
 
 
-def test_saturated_throughput_ttft_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:
+def test_saturated_throughput_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:
     workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=PROMPTS, max_concurrency=16, seed=1)
     ours, theirs = side_by_side(vllm_server, tmp_path, workload, ["--max-concurrency", "16"])
-    assert_agree(ours, theirs, {"output_throughput": 0.10, "total_token_throughput": 0.10, "median_ttft_ms": 0.15,
-                                "median_tpot_ms": 0.15})  # fmt: skip
+    assert_agree(ours, theirs, {"output_throughput": 0.10, "total_token_throughput": 0.10, "median_tpot_ms": 0.15})
 
 
 def test_light_load_ttft_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:

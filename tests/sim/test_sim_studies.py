@@ -72,13 +72,12 @@ def test_table_model_replays_rows_and_says_no_data_elsewhere(tmp_path) -> None:
     assert outcome == {None: 3000.0, 8: 1200.0, 64: "oom", 128: "no_data"}
 
 
-def test_quickstart_is_the_default_study_and_exports_a_real_command(tmp_path) -> None:
-    studies = tmp_path / "studies"
-    done = autotune("study", "run", "--n-trials", "6", "--seed", "2", studies=studies, timeout=600)
-    assert done.returncode == 0, done.stderr
+def test_quickstart_is_the_default_study_and_exports_a_real_command(quickstart_studies) -> None:
+    studies = quickstart_studies  # `autotune study run` with no space, 8 trials (tests/conftest.py)
+    output = (studies / "run.out").read_text()
     assert (studies / "quickstart.db").exists()
-    assert re.search(r"SIMULATED best: trial \d+", done.stdout)
-    assert all(name in done.stdout for name in ("vllm baseline", "sglang baseline", "trtllm baseline"))
+    assert re.search(r"SIMULATED best: trial \d+", output)
+    assert all(name in output for name in ("vllm baseline", "sglang baseline", "trtllm baseline"))
     best = autotune("study", "best", "quickstart", "--format", "json", studies=studies)
     assert best.returncode == 0, best.stderr
     exported = __import__("json").loads(best.stdout)
