@@ -174,9 +174,9 @@ class Objective:
     # -- a launch -----------------------------------------------------------------------------------------------
     def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
         config, port = point.server, free_port()
-        spec = engine.launch_spec(config, port=port)
-        self._record_command(trial, redact_spec(engine.command_spec(config, port=port)))
-        if spec != engine.command_spec(config, port=port):
+        spec, command = engine.launch_spec(config, port=port), engine.command_spec(config, port=port)
+        self._record_command(trial, redact_spec(command))
+        if spec != command:
             trial.set_user_attr("served_by", redact_spec(spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
         workdir = self.env.study_dir / "trials" / str(trial.number)

@@ -113,12 +113,12 @@ def _metric(study: optuna.Study) -> str:
 
 
 def baseline_table(frame: pd.DataFrame, best_number: int) -> pd.DataFrame:
-    """Each engine's baseline and the best trial: total tok/s, mean TPOT, and the best's gain over each."""
-    columns = ["number", "engine", "total_token_throughput", "mean_tpot_ms"]
+    """Each engine's baseline and the best trial: total tok/s, mean TPOT, outcome, and the best's gain over each."""
+    columns = ["number", "engine", "outcome", "total_token_throughput", "mean_tpot_ms"]
     baselines = frame.loc[frame.baseline == True, columns].assign(row="baseline")  # noqa: E712 (None is not False)
     best = frame.loc[frame.number == best_number, columns].assign(row="best")
     best_total = float(best.total_token_throughput.iloc[0])
-    gains = [f"{(best_total / t - 1) * 100:+.1f}%" if t else "" for t in baselines.total_token_throughput]
+    gains = [f"{(best_total / t - 1) * 100:+.1f}%" if t and t == t else "" for t in baselines.total_token_throughput]
     table = pd.concat([baselines.assign(**{"best vs this": gains}), best.assign(**{"best vs this": ""})])
     return table[["row", *columns, "best vs this"]]
 

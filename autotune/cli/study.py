@@ -100,21 +100,19 @@ def _print_best(study: optuna.Study) -> None:
 
 
 def _baseline_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
-    """The seed study's evidence table: each engine's baseline against the best, total tok/s and mean TPOT."""
+    """The seed study's evidence table (autotune.report.baseline_table), for the terminal."""
+    from autotune.report import baseline_table, trials_frame
+
     table = Table(title=f"{simulated}baseline vs best ({study.study_name})")
     for column in ("configuration", "trial", "total tok/s", "mean TPOT ms", "best vs this"):
         table.add_column(column, justify="left" if column == "configuration" else "right")
-    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("baseline")]
-    best_total = best.user_attrs.get("total_token_throughput")
-    for trial, is_best in [*((t, False) for t in baselines), (best, True)]:
-        attrs = trial.user_attrs
-        label = f"best ({attrs.get('engine')})" if is_best else f"{attrs.get('engine')} baseline"
-        total, tpot = attrs.get("total_token_throughput"), attrs.get("mean_tpot_ms")
-        if total is None:
-            table.add_row(label, str(trial.number), attrs.get("failure_kind", trial.state.name.lower()), "", "")
-            continue
-        gain = f"{(best_total / total - 1) * 100:+.1f}%" if best_total and not is_best else ""
-        table.add_row(label, str(trial.number), f"{total:.1f}", f"{tpot:.1f}" if tpot else "", gain)
+    for row in baseline_table(trials_frame(study), best.number).itertuples(index=False):
+        label = f"best ({row.engine})" if row.row == "best" else f"{row.engine} baseline"
+        total, tpot = row.total_token_throughput, row.mean_tpot_ms
+        measured = total == total and total is not None  # NaN for a baseline that did not run
+        shown = f"{total:.1f}" if measured else row.outcome
+        table.add_row(label, str(row.number), shown, f"{tpot:.1f}" if measured and tpot == tpot else "",
+                      row[-1])  # fmt: skip
     return table
 
 

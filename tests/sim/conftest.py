@@ -4,13 +4,13 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from autotune.config import Hardware, ServerConfig
+from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.server import ServerProcess, free_port
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Simulation
+from tests.conftest import H200X8
 
-H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")
 V32 = "deepseek-ai/DeepSeek-V3.2"
 
 

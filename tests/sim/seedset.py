@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from autotune.bench.datasets import BenchRequest, build_requests
-from autotune.config import Hardware, ServerConfig
+from autotune.config import ServerConfig
 from autotune.sim.analytic import StartupFailure, analytic_profile
 from autotune.sim.direct import simulate
 from autotune.sim.words import word_tokenizer
 from autotune.space import Workload
-from tests.conftest import DATA
+from tests.conftest import DATA, H200X8
 from tests.test_seed_commands import SEED_CONFIGS
 
-SEED_NODE = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")
+SEED_NODE = H200X8  # the seed study's node
 SHAREGPT_LIKE = Workload(dataset="random", input_len=219, output_len=197, range_ratio=0.9, num_prompts=1000, seed=42)
 
 
