@@ -18,15 +18,15 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import build_requests
-from autotune.bench.runner import Progress, run_benchmark
+from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
-from autotune.redact import redact_spec, scrub_file, secret_values
-from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
+from autotune.launch import Launch, LaunchFailed
+from autotune.redact import redact_spec
+from autotune.server import group_record
 from autotune.sim.analytic import StartupFailure
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
@@ -173,55 +173,33 @@ class Objective:
 
     # -- a launch -----------------------------------------------------------------------------------------------
     def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
-        config, port = point.server, free_port()
-        spec, command = engine.launch_spec(config, port=port), engine.command_spec(config, port=port)
+        config = point.server
+        launch = Launch(engine, config, self.env.study_dir / "trials" / str(trial.number), _STALL_TIMEOUT_S)
+        command = engine.command_spec(config, port=launch.port)
         self._record_command(trial, redact_spec(command))
-        if spec != command:
-            trial.set_user_attr("served_by", redact_spec(spec))
+        if launch.spec != command:
+            trial.set_user_attr("served_by", redact_spec(launch.spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
-        workdir = self.env.study_dir / "trials" / str(trial.number)
-        server = ServerProcess(spec, workdir, port, engine.readiness_path, config.api_model_name)
         started = time.monotonic()
         try:
-            with server:
-                trial.set_user_attr("pgid", server.pgid)
-                try:
-                    trial.set_user_attr("launch_s", round(server.wait_ready(self.space.startup_timeout_s), 2))
-                except ServerCrashed as exc:
-                    return self._infeasible(trial, engine.classify_failure(exc.returncode, exc.log_tail), str(exc))
-                except ServerStartTimeout as exc:
-                    return self._infeasible(trial, FailureKind.TIMEOUT, str(exc))
+            with launch:
+                trial.set_user_attr("engine_process", group_record(launch.pgid))
+                trial.set_user_attr("launch_s", round(launch.wait_ready(self.space.startup_timeout_s), 2))
                 bench_started = time.monotonic()
-                result = engine.model_time(self._benchmark(trial, point, server.base_url, engine))
+                hook = self._pruning_hook(trial, engine) if len(self.metrics) == 1 else None
+                # the same prompts for every trial (each starts a fresh server, so no cache carries over):
+                # configurations are compared on equal work
+                result = launch.measure(self.space.workload.model_copy(update=point.client), on_progress=hook)
                 trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
-                if not server.alive():
-                    tail = server.log_tail()
-                    kind = engine.classify_failure(server.process.returncode, tail)
-                    return self._infeasible(
-                        trial, kind, f"engine died during the benchmark (exit {server.process.returncode})"
-                    )
-                if result["completed"] == 0:
-                    errors = result["errors_by_type"]
-                    kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
-                    return self._infeasible(trial, kind, f"ready, but every request failed: {errors}")
-                self._save_result(trial, workdir, result)
-                return self._feasible(trial, result)
+            self._save_result(trial, launch.log_path.parent, result)
+            return self._feasible(trial, result)
+        except LaunchFailed as exc:
+            return self._infeasible(trial, exc.kind, exc.reason)
         finally:
             trial.set_user_attr("trial_s", round(time.monotonic() - started, 2))
-            scrub_file(server.log_path, secret_values(spec))
-            if server.log_path.exists():
-                upload_artifact(artifact_store=self.env.artifacts, file_path=str(server.log_path), study_or_trial=trial,
-                                mimetype="text/plain")  # fmt: skip
-
-    def _benchmark(self, trial: optuna.Trial, point: Point, base_url: str, engine: Engine) -> dict:
-        workload = self.space.workload.model_copy(update=point.client)
-        config = point.server
-        options = ClientOptions(base_url, config.api_model_name, workload.endpoint, workload.ignore_eos,
-                                stall_timeout_s=_STALL_TIMEOUT_S)  # fmt: skip
-        hook = self._pruning_hook(trial, engine) if len(self.metrics) == 1 else None
-        # the same prompts for every trial (each starts a fresh server, so no cache carries over): configurations are
-        # compared on equal work
-        return run_benchmark(options, workload, engine.tokenizer(config), on_progress=hook, include_requests=False)
+            if launch.log_path.exists():
+                upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),
+                                study_or_trial=trial, mimetype="text/plain")  # fmt: skip
 
     def _pruning_hook(self, trial: optuna.Trial, engine: Engine):
         metric = self.metrics[0].name

@@ -101,6 +101,38 @@ def group_alive(pgid: int) -> bool:
     return any(_pgid_of(pid) == pgid and _state_of(pid) != "Z" for pid in _pids())
 
 
+def group_record(pgid: int) -> dict:
+    """What identifies a process group beyond its number: the machine's boot and the leader's start time.
+
+    A restarted tuner (or another worker, possibly on another host of a PostgreSQL study) kills a dead worker's
+    engine from this record; a group id alone could by then name another host's process, or a recycled one.
+    """
+    return {"pgid": pgid, "host": socket.gethostname(), "boot_id": _boot_id(), "started": _start_ticks(pgid)}
+
+
+def recorded_group_alive(record: object) -> bool:
+    """Whether the group of ``record`` (from ``group_record``) still runs on this machine, the same processes."""
+    if not isinstance(record, dict) or record.get("boot_id") != _boot_id() or record.get("boot_id") is None:
+        return False
+    pgid = record.get("pgid")
+    return _is_group_id(pgid) and _start_ticks(pgid) == record.get("started") and group_alive(pgid)
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 

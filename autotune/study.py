@@ -13,7 +13,9 @@ import contextlib
 import fcntl
 import hashlib
 import logging
+import os
 import signal
+import socket
 import threading
 import time
 import warnings
@@ -31,7 +33,7 @@ from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
 from autotune.objective import Objective, TrialEnvironment
 from autotune.redact import mask_url
-from autotune.server import check_executable, group_alive, kill_group
+from autotune.server import check_executable, kill_group, recorded_group_alive
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 _READY_ATTR, _BUDGET_ATTR = "autotune_slots_ready", "autotune_n_trials"
 _READY_WAIT_S = 60.0
 _CREATE_ATTEMPTS = 5
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which `study run` process ran a trial
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,11 @@ class _KillOrphanAndRetry:
         self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        pgid = trial.user_attrs.get("pgid")
-        if group_alive(pgid):
-            log.warning("trial %d: killing the engine process group %d its dead worker left", trial.number, pgid)
-            kill_group(pgid)
+        record = trial.user_attrs.get("engine_process")
+        if recorded_group_alive(record):
+            log.warning("trial %d: killing the engine process group %d its dead worker left", trial.number,
+                        record["pgid"])  # fmt: skip
+            kill_group(record["pgid"])
         self.retry(study, trial)
 
 
@@ -246,11 +250,19 @@ def run_trials(prepared: PreparedStudy,
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         while options.timeout_s is None or time.monotonic() - started < options.timeout_s:
-            optuna.storages.fail_stale_trials(study)
+            optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots
             with slot_lock(options.storage, options.name, options.studies_dir):
-                if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-                    break
-                trial = study.ask()
+                trial = study.ask() if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) else None
+                if trial is not None and options.heartbeat_s:
+                    # at once, under the lock: every running trial has a heartbeat that can go stale
+                    prepared.storage.record_heartbeat(trial._trial_id)
+            if trial is None:
+                # no slot left; a trial still running elsewhere may yet go stale and come back to be retried
+                if options.heartbeat_s and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                    time.sleep(options.heartbeat_s)
+                    continue
+                break
+            trial.set_user_attr("worker", WORKER)
             frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
             if on_trial:
                 on_trial(study, frozen)

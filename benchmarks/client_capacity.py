@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from _harness import Server, median_of, require_vllm, run_client
+from _harness import median_of, require_vllm, run_client, scripted_server
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     require_vllm()
     print(f"{'streams':>7} {'client':<16} {'events/s (median)':>18} {'server CPU':>11} {'ratio vs vllm bench':>20}")
-    with Server(burst=args.burst) as server:
+    with scripted_server(burst=args.burst) as server:
         for streams in (int(s) for s in args.streams.split(",")):
             runs = {c: [] for c in ("vllm", "autotune")}
             for _ in range(args.repeats):  # interleaved, so drift on the shared machine hits both alike

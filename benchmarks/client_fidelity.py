@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from _harness import Server, median_of, require_vllm, run_client
+from _harness import median_of, require_vllm, run_client, scripted_server
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     print(f"{args.streams} streams paced at {truth} ms = {args.streams * 1000 / truth:,.0f} events/s")
     print(f"{'client':<16} {'median ITL':>11} {'error':>7} {'median TPOT':>12} {'error':>7} {'saturated':>10}")
     errors = {}
-    with Server(ttft_ms=truth, itl_ms=truth) as server:
+    with scripted_server(ttft_ms=truth, itl_ms=truth) as server:
         runs = {c: [] for c in ("vllm", "autotune")}
         for _ in range(args.repeats):
             for client in runs:

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 _FAULTS = ("reset", "malformed", "500", "404", "stall", "error-event", "no-tokens")
 
@@ -226,6 +228,21 @@ def serve_like_vllm(argv: list[str]) -> None:
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
     asyncio.run(server.serve())
+
+
+@contextlib.contextmanager
+def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1, cpu: int | None = None):
+    """The scripted server as a subprocess, through the ServerProcess every engine launch uses; yields it ready."""
+    # imported here: the server process itself starts without autotune's heavier modules
+    from autotune.engines.base import LaunchSpec
+    from autotune.server import ServerProcess, free_port
+
+    port = free_port()
+    argv = [sys.executable, "-m", "autotune.bench.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms),
+            "--itl-ms", str(itl_ms), "--burst", str(burst), *(["--cpu", str(cpu)] if cpu is not None else [])]  # fmt: skip
+    with ServerProcess(LaunchSpec(tuple(argv)), workdir, port, "/health", ScriptedServer.model_name) as server:
+        server.wait_ready(30)
+        yield server
 
 
 def main() -> None:

@@ -2,57 +2,23 @@ from __future__ import annotations
 
 import glob
 import os
-import signal
-import socket
-import subprocess
-import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ScriptedServer:
-    """The scripted server as a subprocess in its own process group, on a port chosen now."""
-
-    def __init__(self, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, "-m", "autotune.bench.scripted", "--port", str(self.port), "--ttft-ms", str(ttft_ms),
-                "--itl-ms", str(itl_ms), "--burst", str(burst)]  # fmt: skip
-        self.process = subprocess.Popen(argv, start_new_session=True)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("the scripted server did not start")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
+from autotune.bench import scripted
+from autotune.server import ServerProcess, group_alive
 
 
 @pytest.fixture
-def scripted_server(request) -> Iterator[ScriptedServer]:
+def scripted_server(request, tmp_path) -> Iterator[ServerProcess]:
     """``@pytest.mark.parametrize("scripted_server", [dict(ttft_ms=..., itl_ms=...)], indirect=True)`` to script it."""
-    server = ScriptedServer(**getattr(request, "param", {}))
-    yield server
-    server.stop()
-    assert server.process.poll() is not None
+    with scripted.serving(tmp_path / "scripted", **getattr(request, "param", {})) as server:
+        yield server
+    assert not group_alive(server.pgid)
 
 
 @pytest.fixture(scope="session")

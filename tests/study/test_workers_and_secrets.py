@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import optuna
 import pytest
 
+from autotune.server import group_alive, recorded_group_alive
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, autotune, write_space
 
@@ -54,6 +58,52 @@ def test_two_workers_share_one_postgres_study(tmp_path, pg_study) -> None:
     # both workers did some of the work
     ran = [sum(1 for line in err.splitlines() if line.startswith("trial ")) for _, err in outputs]
     assert all(n > 0 for n in ran) and sum(ran) == 10, ran
+
+
+def test_a_dead_workers_trial_is_retried_by_the_other(tmp_path, pg_study) -> None:
+    space = write_space(tmp_path, env={"SCRIPTED_ITL_MS": "40"},  # trials of several seconds
+                        params={"max_num_seqs": {"choices": [1, 2, 4, 8, 16, 32], "default": 2},
+                                "dtype": {"choices": ["float32", "bfloat16"], "default": "float32"}})  # fmt: skip
+    argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--study", pg_study, "--storage", POSTGRES,
+            "--n-trials", "5", "--executable", ENGINE]  # fmt: skip
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(tmp_path / "studies"), "AUTOTUNE_HEARTBEAT_S": "1"}
+    doomed = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)  # fmt: skip
+    survivor = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = f"{socket.gethostname()}:{doomed.pid}"
+    orphan = None
+    deadline = time.monotonic() + 120
+    while orphan is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        for trial in _trials_or_none(pg_study):
+            record = trial.user_attrs.get("engine_process")
+            if (
+                trial.state.name == "RUNNING"
+                and trial.user_attrs.get("worker") == worker
+                and recorded_group_alive(record)
+            ):
+                os.killpg(doomed.pid, signal.SIGKILL)  # the worker only: its engine (own session) is left orphaned
+                orphan, killed_trial = record["pgid"], trial.number
+                break
+    doomed.wait()
+    assert orphan is not None, "never saw the doomed worker run an engine"
+    _, err = survivor.communicate(timeout=300)
+    assert survivor.returncode == 0, err
+    assert not group_alive(orphan)  # the survivor killed the engine the dead worker left
+    trials = optuna.load_study(study_name=pg_study, storage=POSTGRES).trials
+    states = [t.state.name for t in trials]
+    assert states.count("FAIL") == 1 and trials[killed_trial].state.name == "FAIL"
+    assert sum(s in ("COMPLETE", "PRUNED") for s in states) == 5  # the budget, the lost trial made good
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == killed_trial]
+    assert len(retried) == 1 and retried[0].state.name in ("COMPLETE", "PRUNED")
+    assert retried[0].params == trials[killed_trial].params
+
+
+def _trials_or_none(name: str) -> list:
+    try:
+        return optuna.load_study(study_name=name, storage=POSTGRES).trials
+    except KeyError:  # not created yet
+        return []
 
 
 def test_secrets_never_appear(tmp_path, pg_study, capfd) -> None:

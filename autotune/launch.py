@@ -1,0 +1,102 @@
+"""One launch of a configuration on its engine, measured: start, wait until it serves, run workloads, stop.
+
+Shared by a study's trials and by ``study validate``, so both classify failures alike, check the engine outlived each
+benchmark, and scrub secrets from the server log. Every way a launch can fail as a property of the configuration
+(it crashed, ran out of memory, never became ready, died or answered nothing during a benchmark) is a
+``LaunchFailed`` carrying its FailureKind; anything else is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.bench.client import ClientOptions
+from autotune.bench.runner import ProgressHook, run_benchmark
+from autotune.config import ServerConfig
+from autotune.engines.base import Engine
+from autotune.errors import AutotuneError, FailureKind
+from autotune.redact import scrub_file, secret_values
+from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
+from autotune.space import Workload
+
+
+class LaunchFailed(AutotuneError):
+    """The configuration did not serve a benchmark: ``kind`` says how, ``reason`` in the engine's words."""
+
+    def __init__(self, kind: FailureKind, reason: str) -> None:
+        self.kind, self.reason = kind, reason
+        super().__init__(f"{kind.value}: {reason}")
+
+
+class Launch:
+    """A context manager: the engine serving ``config`` on a free port, in ``workdir``; stopped (whole process group)
+    and its log scrubbed of secrets on exit.
+
+    Args:
+        engine: the adapter (real or simulated) that renders and classifies.
+        config: what to launch (paths already absolute: the engine runs in ``workdir``).
+        workdir: the launch's directory: files, ``server.log``.
+        stall_timeout_s: a request that receives nothing for this long fails as a timeout.
+    """
+
+    def __init__(self, engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 300.0) -> None:
+        self.engine, self.config, self.stall_timeout_s = engine, config, stall_timeout_s
+        self.port = free_port()
+        self.spec = engine.launch_spec(config, port=self.port)
+        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness_path, config.api_model_name)
+
+    @property
+    def pgid(self) -> int | None:
+        return self.server.pgid
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def log_path(self) -> Path:
+        return self.server.log_path
+
+    def __enter__(self) -> Launch:
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.server.stop()
+        finally:
+            scrub_file(self.server.log_path, secret_values(self.spec))
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Seconds until the engine served the expected model.
+
+        Raises:
+            LaunchFailed: it exited first (kind from its exit code and log), or was not ready in time (timeout).
+        """
+        try:
+            return self.server.wait_ready(timeout_s)
+        except ServerCrashed as exc:
+            raise LaunchFailed(self.engine.classify_failure(exc.returncode, exc.log_tail), str(exc)) from None
+        except ServerStartTimeout as exc:
+            raise LaunchFailed(FailureKind.TIMEOUT, str(exc)) from None
+
+    def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> dict:
+        """Benchmark ``workload`` on the running engine; the result in the engine's time (the simulator's is scaled).
+
+        Raises:
+            LaunchFailed: the engine died during the benchmark, or no request completed (hang when all timed out).
+        """
+        options = ClientOptions(self.server.base_url, self.config.api_model_name, workload.endpoint,
+                                workload.ignore_eos, stall_timeout_s=self.stall_timeout_s)  # fmt: skip
+        raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=on_progress,
+                            include_requests=False)  # fmt: skip
+        result = self.engine.model_time(raw)
+        if not self.server.alive():
+            returncode = self.server.process.returncode
+            kind = self.engine.classify_failure(returncode, self.server.log_tail())
+            raise LaunchFailed(kind, f"engine died during the benchmark (exit {returncode})")
+        if result["completed"] == 0:
+            errors = result["errors_by_type"]
+            kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
+            raise LaunchFailed(kind, f"ready, but every request failed: {errors}")
+        return result
