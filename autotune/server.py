@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _POLL_S = 0.5
 _STOP_GRACE_S = 20.0
 _LOG_TAIL_BYTES = 8000
+_GPU_POLL_S = 0.5
 
 
 class ServerCrashed(AutotuneError):
@@ -163,19 +164,35 @@ def _listening_inodes(port: int) -> set[str]:
     return names
 
 
-def wait_gpus_released(timeout_s: float = 120.0, threshold_mib: int = 1024) -> None:
-    """Where nvidia-smi exists, wait until every GPU's used memory is under ``threshold_mib``."""
+def gpu_memory_used() -> dict[str, int]:
+    """Used memory (MiB) of each GPU by index, from nvidia-smi; empty where there is none."""
     if shutil.which("nvidia-smi") is None:
-        return
+        return {}
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+    used = {}
+    for line in out.splitlines():
+        index, _, mib = line.partition(",")
+        if index.strip().isdigit() and mib.strip().isdigit():
+            used[index.strip()] = int(mib)
+    return used
+
+
+def wait_gpus_released(before: dict[str, int], timeout_s: float = 120.0, margin_mib: int = 1024) -> bool:
+    """Wait until every GPU uses no more than it did ``before`` the launch (plus a margin); True once it does.
+
+    Relative to before, not to zero: memory another tenant held then is not ours to wait for.
+    """
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, check=False).stdout  # fmt: skip
-        used = [int(x) for x in out.split() if x.strip().isdigit()]
-        if all(u < threshold_mib for u in used):
-            return
-        time.sleep(1.0)
-    log.warning("GPU memory still in use after %.0f s", timeout_s)
+    while True:
+        now = gpu_memory_used()
+        held = {gpu: mib for gpu, mib in now.items() if mib > before.get(gpu, 0) + margin_mib}
+        if not held:
+            return True
+        if time.monotonic() > deadline:
+            log.warning("GPU memory still held after %.0f s (MiB by GPU: %s)", timeout_s, held)
+            return False
+        time.sleep(_GPU_POLL_S)
 
 
 class ServerProcess:
@@ -194,6 +211,7 @@ class ServerProcess:
         self.ready_path, self.served_model = ready_path, served_model
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
+        self.gpus_before: dict[str, int] = {}
 
     @property
     def base_url(self) -> str:
@@ -207,6 +225,7 @@ class ServerProcess:
         if port_in_use(self.port):
             raise AutotuneError(f"port {self.port} is already in use before launch; another process would answer")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.gpus_before = gpu_memory_used()
         for name, content in self.spec.files.items():
             (self.workdir / name).write_text(content)
         with self.log_path.open("ab") as log_file:
@@ -282,4 +301,4 @@ class ServerProcess:
         deadline = time.monotonic() + 30
         while port_in_use(self.port) and time.monotonic() < deadline:
             time.sleep(0.2)
-        wait_gpus_released()
+        wait_gpus_released(self.gpus_before)

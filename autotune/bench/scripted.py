@@ -231,13 +231,15 @@ def serve_like_vllm(argv: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1, cpu: int | None = None):
-    """The scripted server as a subprocess, through the ServerProcess every engine launch uses; yields it ready."""
+def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1, cpu: int | None = None,
+            port: int | None = None):  # fmt: skip
+    """The scripted server as a subprocess (on ``port`` or a free one), through the ServerProcess every engine launch
+    uses; yields it ready."""
     # imported here: the server process itself starts without autotune's heavier modules
     from autotune.engines.base import LaunchSpec
     from autotune.server import ServerProcess, free_port
 
-    port = free_port()
+    port = port or free_port()
     argv = [sys.executable, "-m", "autotune.bench.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms),
             "--itl-ms", str(itl_ms), "--burst", str(burst), *(["--cpu", str(cpu)] if cpu is not None else [])]  # fmt: skip
     with ServerProcess(LaunchSpec(tuple(argv)), workdir, port, "/health", ScriptedServer.model_name) as server:
