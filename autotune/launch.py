@@ -39,7 +39,7 @@ class Launch:
         stall_timeout_s: a request that receives nothing for this long fails as a timeout.
     """
 
-    def __init__(self, engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 300.0) -> None:
+    def __init__(self, engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0) -> None:
         self.engine, self.config, self.stall_timeout_s = engine, config, stall_timeout_s
         self.port = free_port()
         self.spec = engine.launch_spec(config, port=self.port)

@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 LAUNCH_CONSTRAINT = "launch"
 PESSIMISTIC = {"maximize": 0.0, "minimize": 1e12}
 _CHECKPOINT_STEPS = 10
-_STALL_TIMEOUT_S = 60.0
 _DUPLICATE_POLL_S = 1.0
 
 
@@ -174,7 +173,7 @@ class Objective:
     # -- a launch -----------------------------------------------------------------------------------------------
     def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
         config = point.server
-        launch = Launch(engine, config, self.env.study_dir / "trials" / str(trial.number), _STALL_TIMEOUT_S)
+        launch = Launch(engine, config, self.env.study_dir / "trials" / str(trial.number), self.space.stall_timeout_s)
         command = engine.command_spec(config, port=launch.port)
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:

@@ -247,6 +247,8 @@ class SearchSpace(_Strict):
     workload: Workload = Field(default_factory=Workload)
     objective: Objective = Field(default_factory=Objective)
     startup_timeout_s: PositiveFloat = 900.0
+    # a request that receives nothing for this long fails as a timeout; a launch whose requests all do is a hang
+    stall_timeout_s: PositiveFloat = 60.0
     trials: PositiveInt | None = None  # the default of `autotune study run --n-trials` for this space
     simulate: Simulation | None = None
 

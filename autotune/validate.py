@@ -99,7 +99,7 @@ def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload]
             return {name: engine.evaluate(config, w, build_requests(w, tokenizer)) for name, w in seeded.items()}
         except StartupFailure as exc:
             raise AutotuneError(f"{config.engine} configuration does not start in the simulator: {exc}") from None
-    with Launch(engine, config, workdir) as launch:
+    with Launch(engine, config, workdir, space.stall_timeout_s) as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)
             return {name: launch.measure(workload) for name, workload in seeded.items()}

