@@ -3,9 +3,10 @@ repeats, compared with intervals: the seed study's evidence table, with its nois
 
 Method. Each repeat launches each configuration afresh (reference, then candidate, alternating), so launch-to-launch
 variance and the machine's drift fall on both alike; repeat r uses prompts seeded ``seed + r`` (no prefix cache carries
-a repeat). Per configuration and workload: the mean and its 95% interval (Student t, n−1 degrees of freedom). The
-gain's interval is Welch's 95% interval of the difference of the means, divided by the reference mean; a gain whose
-interval contains 0 is marked "within noise", otherwise "real".
+a repeat). Per configuration and workload: the mean and its interval (Student t, n−1 degrees of freedom; 95% by
+default, or 99%). The gain's interval is Welch's interval of the difference of the means, divided by the reference
+mean; a gain whose interval contains 0 is marked "within noise", otherwise "real". At 95%, a configuration compared
+with itself is called "real" about 1 time in 20; at 99%, 1 in 100, with wider intervals.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ from autotune.space import SearchSpace, Workload
 # The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
 SEED_SUITE = (("random 128/4", 128, 4, 1000), ("random 2000/100", 2000, 100, 500), ("random 4000/200", 4000, 200, 500),
               ("random 32000/100", 32000, 100, 100), ("random 1000/2000", 1000, 2000, 100))  # fmt: skip
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000}  # fmt: skip
+# Student's t two-sided quantiles by degrees of freedom, and the normal one beyond the table (df > 60)
+_T_QUANTILES = {
+    0.95: ({1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+            12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000}, 1.960),
+    0.99: ({1: 63.657, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499, 8: 3.355, 9: 3.250, 10: 3.169,
+            12: 3.055, 15: 2.947, 20: 2.845, 30: 2.750, 60: 2.660}, 2.576),
+}  # fmt: skip
+CONFIDENCES = tuple(_T_QUANTILES)
 METRICS = ("total_token_throughput", "output_throughput", "mean_tpot_ms", "mean_ttft_ms")
 
 
@@ -61,23 +68,24 @@ def context_of(config: ServerConfig) -> int | None:
     return config.max_model_len or (model.max_positions if model else None)
 
 
-def t975(df: float) -> float:
-    """Student's t 0.975 quantile, rounded down to the nearest tabulated degrees of freedom (conservative)."""
+def t_quantile(df: float, confidence: float = 0.95) -> float:
+    """Student's t two-sided quantile, rounded down to the nearest tabulated degrees of freedom (conservative)."""
+    table, normal = _T_QUANTILES[confidence]
     if df < 1:
         return math.inf
-    keys = [k for k in _T975 if k <= df]
-    return _T975[max(keys)] if df <= 60 else 1.96
+    return table[max(k for k in table if k <= df)] if df <= 60 else normal
 
 
-def mean_interval(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% interval."""
+def mean_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Mean and the half-width of its interval."""
     if len(values) < 2:
         return statistics.fmean(values), math.inf
-    return statistics.fmean(values), t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    sem = statistics.stdev(values) / math.sqrt(len(values))
+    return statistics.fmean(values), t_quantile(len(values) - 1, confidence) * sem
 
 
-def welch_difference(a: list[float], b: list[float]) -> tuple[float, float]:
-    """mean(b) − mean(a) and the half-width of Welch's 95% interval."""
+def welch_difference(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """mean(b) − mean(a) and the half-width of Welch's interval."""
     diff = statistics.fmean(b) - statistics.fmean(a)
     if min(len(a), len(b)) < 2:
         return diff, math.inf
@@ -85,7 +93,7 @@ def welch_difference(a: list[float], b: list[float]) -> tuple[float, float]:
     if va + vb == 0:
         return diff, 0.0
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return diff, t975(df) * math.sqrt(va + vb)
+    return diff, t_quantile(df, confidence) * math.sqrt(va + vb)
 
 
 def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload], repeat: int, workdir: Path) -> dict:
@@ -108,9 +116,10 @@ def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload]
 
 
 def validate(space: SearchSpace, reference: ServerConfig, candidates: dict[str, ServerConfig],
-             suite: list[NamedWorkload], repeats: int, workdir: Path,
+             suite: list[NamedWorkload], repeats: int, workdir: Path, confidence: float = 0.95,
              on_step: Callable[[str], None] = lambda _: None) -> list[dict]:  # fmt: skip
-    """Measure the reference and each candidate ``repeats`` times, alternating; one row per candidate and workload."""
+    """Measure the reference and each candidate ``repeats`` times, alternating; one row per candidate and workload,
+    with intervals at ``confidence`` (0.95 or 0.99)."""
     configs = {"reference": reference, **candidates}
     samples: dict[tuple[str, str], list[dict]] = {}
     for repeat in range(repeats):
@@ -119,22 +128,22 @@ def validate(space: SearchSpace, reference: ServerConfig, candidates: dict[str, 
             results = measure(space, config, suite, repeat, workdir / f"{index}-{repeat}")
             for name, result in results.items():
                 samples.setdefault((label, name), []).append(result)
-    return [_row(label, nw.name, samples[("reference", nw.name)], samples[(label, nw.name)])
+    return [_row(label, nw.name, samples[("reference", nw.name)], samples[(label, nw.name)], confidence)
             for label in candidates for nw in suite]  # fmt: skip
 
 
-def _row(candidate: str, workload: str, reference: list[dict], measured: list[dict]) -> dict:
-    row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference)}
+def _row(candidate: str, workload: str, reference: list[dict], measured: list[dict], confidence: float) -> dict:
+    row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference), "confidence": confidence}
     for label, results in (("reference", reference), ("candidate", measured)):
         for metric in METRICS:
             values = [r[metric] for r in results if r.get("completed")]
-            mean, half = mean_interval(values) if values else (math.nan, math.inf)
-            row[f"{label}_{metric}"], row[f"{label}_{metric}_ci95"] = mean, half
+            mean, half = mean_interval(values, confidence) if values else (math.nan, math.inf)
+            row[f"{label}_{metric}"], row[f"{label}_{metric}_ci"] = mean, half
         row[f"{label}_failed"] = sum(r.get("failed", 0) for r in results)
     a = [r["total_token_throughput"] for r in reference]
     b = [r["total_token_throughput"] for r in measured]
-    diff, half = welch_difference(a, b)
+    diff, half = welch_difference(a, b, confidence)
     base = statistics.fmean(a)
-    row["gain_pct"], row["gain_ci95_pct"] = 100 * diff / base, 100 * half / base
+    row["gain_pct"], row["gain_ci_pct"] = 100 * diff / base, 100 * half / base
     row["verdict"] = "within noise" if abs(diff) <= half else "real"
     return row

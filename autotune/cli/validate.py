@@ -22,7 +22,7 @@ from autotune.settings import Settings
 from autotune.space import SearchSpace, Workload
 from autotune.spacefile import load_space
 from autotune.study import best_trial, feasible
-from autotune.validate import NamedWorkload, context_of, seed_suite, validate
+from autotune.validate import CONFIDENCES, NamedWorkload, context_of, seed_suite, validate
 
 StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]
 
@@ -37,12 +37,15 @@ def validate_command(
     ] = "baseline",
     candidate: Annotated[str, typer.Option(help="'best', 'baseline' or a trial number")] = "best",
     set_: Annotated[list[str] | None, typer.Option("--set", help="knob=value applied to the candidate")] = None,
+    confidence: Annotated[float, typer.Option(help="interval confidence: 0.95 or 0.99")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
 ) -> None:
     """Measure the reference and the candidate on the seed's six workloads (scaled to the space) with repeats; print
-    the seed-style table with 95% intervals, marking gains within noise. Saves studies/NAME/validate.json."""
+    the seed-style table with intervals, marking gains within noise. Saves studies/NAME/validate.json."""
     from autotune.cli.study import _load
 
+    if confidence not in CONFIDENCES:
+        raise UsageError(f"--confidence {confidence}: expected one of {', '.join(map(str, CONFIDENCES))}")
     study = _load(name, storage)
     space = _space_of(study)
     configs = {"reference": _config(study, space, reference), "candidate": _config(study, space, candidate)}
@@ -53,7 +56,7 @@ def validate_command(
     workdir = Settings().studies_dir / name / "validate"
     with console.status("validating") as status:
         rows = validate(space, configs["reference"], {"candidate": configs["candidate"]}, suite, repeats, workdir,
-                        lambda step: status.update(f"validating: {step}"))  # fmt: skip
+                        confidence, lambda step: status.update(f"validating: {step}"))  # fmt: skip
     (Settings().studies_dir / name).mkdir(parents=True, exist_ok=True)
     record = {"study": name, "simulated": space.simulate is not None, "repeats": repeats,
               "reference": configs["reference"].knobs(), "candidate": configs["candidate"].knobs(), "rows": rows}  # fmt: skip
@@ -61,7 +64,7 @@ def validate_command(
     if as_json:
         print(json.dumps(record, indent=1, default=str))
         return
-    Console(width=max(Console().width, 140)).print(_table(rows, "SIMULATED " if space.simulate else ""))
+    Console(width=max(Console().width, 140)).print(_table(rows, "SIMULATED " if space.simulate else "", confidence))
 
 
 def _space_of(study: optuna.Study) -> SearchSpace:
@@ -96,17 +99,18 @@ def _workloads(path: Path) -> list[NamedWorkload]:
         raise UsageError(f"{path}: not a YAML list of workloads with names ({exc}); fix: see README") from None
 
 
-def _table(rows: list[dict], simulated: str) -> Table:
-    table = Table(title=f"{simulated}reference vs candidate: total tok/s and mean TPOT (mean ± 95% interval)")
+def _table(rows: list[dict], simulated: str, confidence: float) -> Table:
+    title = f"{simulated}reference vs candidate: total tok/s and mean TPOT (mean ± {confidence:.0%} interval)"
+    table = Table(title=title)
     for column in ("workload", "reference tok/s", "TPOT ms", "candidate tok/s", "TPOT ms", "gain", "verdict"):
         table.add_column(column, justify="left" if column in ("workload", "verdict") else "right")
     for row in rows:
         table.add_row(row["workload"], _pm(row, "reference_total_token_throughput"), _pm(row, "reference_mean_tpot_ms"),
                       _pm(row, "candidate_total_token_throughput"), _pm(row, "candidate_mean_tpot_ms"),
-                      f"{row['gain_pct']:+.2f}% ± {row['gain_ci95_pct']:.2f}", row["verdict"])  # fmt: skip
+                      f"{row['gain_pct']:+.2f}% ± {row['gain_ci_pct']:.2f}", row["verdict"])  # fmt: skip
     return table
 
 
 def _pm(row: dict, key: str) -> str:
-    half = row[f"{key}_ci95"]
+    half = row[f"{key}_ci"]
     return f"{row[key]:.1f} ± {half:.1f}" if math.isfinite(half) else f"{row[key]:.1f}"
