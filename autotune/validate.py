@@ -142,6 +142,7 @@ def _row(candidate: str, workload: str, reference: list[dict], measured: list[di
         row[f"{label}_failed"] = sum(r.get("failed", 0) for r in results)
     a = [r["total_token_throughput"] for r in reference]
     b = [r["total_token_throughput"] for r in measured]
+    row["reference_samples"], row["candidate_samples"] = a, b  # total tok/s of each repeat: the evidence itself
     diff, half = welch_difference(a, b, confidence)
     base = statistics.fmean(a)
     row["gain_pct"], row["gain_ci_pct"] = 100 * diff / base, 100 * half / base

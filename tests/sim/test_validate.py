@@ -27,6 +27,8 @@ def test_validate_prints_the_seed_table_shape(tmp_path) -> None:
     for row in record["rows"]:
         assert row["reference_total_token_throughput"] > 0 and row["candidate_total_token_throughput"] > 0
         assert row["verdict"] in ("real", "within noise") and row["gain_ci_pct"] >= 0 and row["confidence"] == 0.95
+        assert len(row["reference_samples"]) == len(row["candidate_samples"]) == 2
+        assert row["reference_total_token_throughput"] == pytest.approx(sum(row["reference_samples"]) / 2)
         expected = row["candidate_total_token_throughput"] / row["reference_total_token_throughput"] - 1
         assert row["gain_pct"] == pytest.approx(100 * expected)
     assert (studies / "direct" / "validate.json").exists()
