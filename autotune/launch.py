@@ -4,6 +4,9 @@ Shared by a study's trials and by ``study validate``, so both classify failures 
 benchmark, and scrub secrets from the server log. Every way a launch can fail as a property of the configuration
 (it crashed, ran out of memory, never became ready, died or answered nothing during a benchmark) is a
 ``LaunchFailed`` carrying its FailureKind; anything else is a bug and propagates.
+
+``launch_for`` picks the kind: ``Launch`` (an engine process, real or the simulator's server) or
+``DirectSimulation`` (the simulator in-process, ``simulate.mode: direct``), which share one interface.
 """
 
 from __future__ import annotations
@@ -11,12 +14,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.bench.client import ClientOptions
+from autotune.bench.datasets import build_requests
 from autotune.bench.runner import ProgressHook, run_benchmark
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine
 from autotune.errors import AutotuneError, FailureKind
 from autotune.redact import scrub_file, secret_values
 from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
+from autotune.sim.analytic import StartupFailure
+from autotune.sim.engine import SimulatedEngine
+from autotune.sim.models import PerformanceModel
 from autotune.space import Workload
 
 
@@ -100,3 +107,58 @@ class Launch:
             kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
             raise LaunchFailed(kind, f"ready, but every request failed: {errors}")
         return result
+
+
+class DirectSimulation:
+    """The simulator computing results in-process, behind ``Launch``'s interface: no process, no port, no log.
+
+    Its ``spec`` is the real engine's command (on the port a user would pick), since nothing else serves it.
+    """
+
+    pgid = None
+    base_url = None
+    port = 8000
+
+    def __init__(self, engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> None:
+        self.engine, self.config = engine, config
+        self.spec = engine.command_spec(config, port=self.port)
+        self.log_path = workdir / "server.log"
+        self.model: PerformanceModel | None = None
+
+    def __enter__(self) -> DirectSimulation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.model = None
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Build the configuration's model (instant).
+
+        Raises:
+            LaunchFailed: the configuration would not start (out of memory, no data in the table...).
+        """
+        try:
+            self.model = self.engine.performance_model(self.config)
+        except StartupFailure as exc:
+            raise LaunchFailed(exc.kind, str(exc)) from None
+        return 0.0
+
+    def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> dict:
+        """The model's result for ``workload`` (no checkpoints: it is computed at once).
+
+        Raises:
+            LaunchFailed: the model has no result for it (a table's failure row, for instance).
+        """
+        requests = build_requests(workload, self.engine.tokenizer(self.config))
+        try:
+            return self.model.evaluate(workload, requests, self.config.api_model_name)
+        except StartupFailure as exc:
+            raise LaunchFailed(exc.kind, str(exc)) from None
+
+
+def launch_for(engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0
+               ) -> Launch | DirectSimulation:  # fmt: skip
+    """How ``config`` runs on ``engine``: an engine process, or the simulator in-process (direct mode)."""
+    if isinstance(engine, SimulatedEngine) and engine.direct:
+        return DirectSimulation(engine, config, workdir)
+    return Launch(engine, config, workdir, stall_timeout_s)

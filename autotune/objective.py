@@ -18,16 +18,14 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune.bench.datasets import build_requests
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
-from autotune.launch import Launch, LaunchFailed
+from autotune.launch import LaunchFailed, launch_for
 from autotune.redact import redact_spec
 from autotune.server import group_record
-from autotune.sim.analytic import StartupFailure
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
 
@@ -99,8 +97,6 @@ class Objective:
             return self._infeasible(trial, FailureKind.REJECTED, str(exc))
         if isinstance(engine, SimulatedEngine):
             trial.set_user_attr("simulated", self.space.simulate.model_dump())
-            if engine.direct:
-                return self._simulate_directly(trial, point, engine)
         return self._launch_and_measure(trial, Point(anchored_paths(config), point.client), engine)
 
     def _engine(self, name: str) -> Engine:
@@ -159,21 +155,11 @@ class Objective:
             trial.set_constraint(name, value)
         return list(previous.values)
 
-    # -- a simulation in-process ----------------------------------------------------------------------------------
-    def _simulate_directly(self, trial: optuna.Trial, point: Point, engine: SimulatedEngine) -> list[float]:
-        config, workload = point.server, self.space.workload.model_copy(update=point.client)
-        self._record_command(trial, redact_spec(engine.command_spec(config, port=8000)))
-        trial.set_user_attr("engine_version", str(engine.version(config)))
-        try:
-            result = engine.evaluate(config, workload, build_requests(workload, engine.tokenizer(config)))
-        except StartupFailure as exc:
-            return self._infeasible(trial, exc.kind, str(exc))
-        return self._feasible(trial, result)
-
     # -- a launch -----------------------------------------------------------------------------------------------
     def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
         config = point.server
-        launch = Launch(engine, config, self.env.study_dir / "trials" / str(trial.number), self.space.stall_timeout_s)
+        workdir = self.env.study_dir / "trials" / str(trial.number)
+        launch = launch_for(engine, config, workdir, self.space.stall_timeout_s)
         command = engine.command_spec(config, port=launch.port)
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:
@@ -182,15 +168,19 @@ class Objective:
         started = time.monotonic()
         try:
             with launch:
-                trial.set_user_attr("engine_process", group_record(launch.pgid))
-                trial.set_user_attr("launch_s", round(launch.wait_ready(self.space.startup_timeout_s), 2))
+                launched = launch.pgid is not None  # not for the in-process simulator
+                if launched:  # first: what a worker that finds this trial stale must kill
+                    trial.set_user_attr("engine_process", group_record(launch.pgid))
+                ready_s = launch.wait_ready(self.space.startup_timeout_s)
+                if launched:
+                    trial.set_user_attr("launch_s", round(ready_s, 2))
                 bench_started = time.monotonic()
                 hook = self._pruning_hook(trial, engine) if len(self.metrics) == 1 else None
                 # the same prompts for every trial (each starts a fresh server, so no cache carries over):
                 # configurations are compared on equal work
                 result = launch.measure(self.space.workload.model_copy(update=point.client), on_progress=hook)
                 trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
-            self._save_result(trial, launch.log_path.parent, result)
+            self._save_result(trial, workdir, result)
             return self._feasible(trial, result)
         except LaunchFailed as exc:
             return self._infeasible(trial, exc.kind, exc.reason)

@@ -17,14 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.bench.datasets import build_requests
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError
-from autotune.launch import Launch, LaunchFailed
+from autotune.launch import LaunchFailed, launch_for
 from autotune.models import resolve_model
 from autotune.objective import anchored_paths, engine_for
-from autotune.sim.analytic import StartupFailure
-from autotune.sim.engine import SimulatedEngine
 from autotune.space import SearchSpace, Workload
 
 # The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
@@ -101,18 +98,13 @@ def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload]
     engine = engine_for(space, config.engine)
     config = anchored_paths(config)
     seeded = {nw.name: nw.workload.model_copy(update={"seed": nw.workload.seed + repeat}) for nw in suite}
-    tokenizer = engine.tokenizer(config)
-    if isinstance(engine, SimulatedEngine) and engine.direct:
-        try:
-            return {name: engine.evaluate(config, w, build_requests(w, tokenizer)) for name, w in seeded.items()}
-        except StartupFailure as exc:
-            raise AutotuneError(f"{config.engine} configuration does not start in the simulator: {exc}") from None
-    with Launch(engine, config, workdir, space.stall_timeout_s) as launch:
+    with launch_for(engine, config, workdir, space.stall_timeout_s) as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)
             return {name: launch.measure(workload) for name, workload in seeded.items()}
         except LaunchFailed as exc:
-            raise AutotuneError(f"{config.engine} failed during validation ({exc}); log: {launch.log_path}") from None
+            log = f"; log: {launch.log_path}" if launch.log_path.exists() else ""
+            raise AutotuneError(f"{config.engine} failed during validation ({exc}){log}") from None
 
 
 def validate(space: SearchSpace, reference: ServerConfig, candidates: dict[str, ServerConfig],

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from autotune.bench.datasets import BenchRequest
 from autotune.config import Hardware, ServerConfig
 from autotune.engines.base import Engine, LaunchSpec
-from autotune.sim.models import build_model
+from autotune.sim.models import PerformanceModel, build_model
 from autotune.sim.words import word_tokenizer
 from autotune.space import Simulation, Workload
 
@@ -88,10 +88,18 @@ class SimulatedEngine(Engine):
             "client": result.get("client", {}) | {"simulated": True, "mode": "server"}
         }
 
+    def performance_model(self, config: ServerConfig) -> PerformanceModel:
+        """The direct mode's model of ``config`` on the space's hardware.
+
+        Raises:
+            StartupFailure: the configuration would not start (its kind and the engine's message).
+        """
+        return build_model(self.simulation, config, self.hardware)
+
     def evaluate(self, config: ServerConfig, workload: Workload, requests: list[BenchRequest]) -> dict:
         """The direct mode: the benchmark result of ``workload`` on ``config``, computed in-process.
 
         Raises:
             StartupFailure: the configuration would not start (its kind and the engine's message).
         """
-        return build_model(self.simulation, config, self.hardware).evaluate(workload, requests, config.api_model_name)
+        return self.performance_model(config).evaluate(workload, requests, config.api_model_name)

@@ -1,5 +1,5 @@
 """Against real vLLM on CPU, `autotune bench` agrees with `vllm bench serve` (the anchor), same workload and seed:
-output and total throughput within ±10%, TTFT and TPOT medians within ±15% (TTFT: or within 4 ms).
+output and total throughput within ±10%, TTFT and TPOT medians within ±15% (at light load: or within 4 ms / 1 ms).
 
 vLLM on this 2-core machine changes speed by up to 2× from one run to the next, so runs one after the other compare
 the machine's moods, not the clients. Here both clients run *at the same time* against one server: whatever the
@@ -34,7 +34,7 @@ from tests.conftest import REPO
 from tests.engine.conftest import VLLM_CPU
 
 pytestmark = pytest.mark.engine
-INPUT_LEN, OUTPUT_LENS, PROMPTS = 128, (32, 96), 96
+INPUT_LEN, OUTPUT_LENS, PROMPTS, LIGHT_PROMPTS = 128, (32, 96), 96, 192
 START_LINE = "Maximum request concurrency"  # vllm bench's last line before its main run
 
 
@@ -42,7 +42,7 @@ START_LINE = "Maximum request concurrency"  # vllm bench's last line before its 
 def prompts_file(tmp_path_factory) -> Path:
     """Exact-length random prompts with spread output lengths, as one JSONL file both clients read."""
     tokenizer = load_tokenizer(VLLM_CPU / "tiny")
-    workload = Workload(dataset="random", input_len=INPUT_LEN, num_prompts=PROMPTS, seed=1)
+    workload = Workload(dataset="random", input_len=INPUT_LEN, num_prompts=LIGHT_PROMPTS, seed=1)
     rng = random.Random(1)
     path = tmp_path_factory.mktemp("prompts") / "prompts.jsonl"
     with path.open("w") as file:
@@ -108,8 +108,11 @@ def test_saturated_throughput_and_tpot_agree(vllm_server, prompts_file, tmp_path
 
 
 def test_light_load_ttft_and_tpot_agree(vllm_server, prompts_file, tmp_path) -> None:
-    workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=PROMPTS, request_rate=2.0, seed=2)
+    workload = Workload(dataset="jsonl", path=str(prompts_file), num_prompts=LIGHT_PROMPTS, request_rate=2.0, seed=2)
     ours, theirs = side_by_side(vllm_server, tmp_path, workload, ["--request-rate", "2"])
-    # a light-load TTFT is ~20-25 ms here, and the two clients share 2 cores with the server: a few ms of event-loop
-    # wake-up either way is noise (measured: -14% = -3.6 ms in a quiet run, +8% in another), hence a 4 ms floor
-    assert_agree(ours, theirs, {"median_ttft_ms": 0.15, "median_tpot_ms": 0.15}, floors_ms={"median_ttft_ms": 4.0})
+    # At light load TTFT is ~23 ms and TPOT ~5-6 ms here, and each client's requests meet the server on their own
+    # Poisson schedule: how many decodes share a step moves a median TPOT by about a millisecond (measured in quiet
+    # runs of 96 prompts: TTFT -14%/-12%, TPOT +4%/-16%). Hence 192 prompts, and absolute floors of 4 ms (TTFT)
+    # and 1 ms (TPOT) beside the ±15%: differences below those are this 2-core machine's resolution, not the client.
+    assert_agree(ours, theirs, {"median_ttft_ms": 0.15, "median_tpot_ms": 0.15},
+                 floors_ms={"median_ttft_ms": 4.0, "median_tpot_ms": 1.0})  # fmt: skip
