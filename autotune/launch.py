@@ -116,7 +116,6 @@ class DirectSimulation:
     """
 
     pgid = None
-    base_url = None
     port = 8000
 
     def __init__(self, engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> None:

@@ -128,10 +128,7 @@ def _boot_id() -> str | None:
 
 def _start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22), None when it is gone."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _stat_int(pid, 19)
 
 
 def _pids() -> list[int]:
@@ -139,16 +136,28 @@ def _pids() -> list[int]:
 
 
 def _pgid_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _stat_int(pid, 2)
 
 
 def _state_of(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (state) on; empty when the process is gone. The name (field 2) may hold spaces
+    and parentheses, so the fields start after its last ')'."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
+        return []
+
+
+def _stat_int(pid: int, index: int) -> int | None:
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[index])
+    except (IndexError, ValueError):
         return None
 
 
