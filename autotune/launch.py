@@ -28,10 +28,11 @@ from autotune.space import Workload
 
 
 class LaunchFailed(AutotuneError):
-    """The configuration did not serve a benchmark: ``kind`` says how, ``reason`` in the engine's words."""
+    """The configuration did not serve a benchmark: ``kind`` says how, ``reason`` in the engine's words, ``evidence``
+    the end of its log (what learned rules read)."""
 
-    def __init__(self, kind: FailureKind, reason: str) -> None:
-        self.kind, self.reason = kind, reason
+    def __init__(self, kind: FailureKind, reason: str, evidence: str = "") -> None:
+        self.kind, self.reason, self.evidence = kind, reason, evidence or reason
         super().__init__(f"{kind.value}: {reason}")
 
 
@@ -83,9 +84,14 @@ class Launch:
         try:
             return self.server.wait_ready(timeout_s)
         except ServerCrashed as exc:
-            raise LaunchFailed(self.engine.classify_failure(exc.returncode, exc.log_tail), str(exc)) from None
+            kind = self.engine.classify_failure(exc.returncode, exc.log_tail)
+            raise LaunchFailed(kind, str(exc), exc.log_tail) from None
         except ServerStartTimeout as exc:
             raise LaunchFailed(FailureKind.TIMEOUT, str(exc)) from None
+
+    def alive(self) -> bool:
+        """Whether the engine still runs (another load can be measured on it)."""
+        return self.server.alive()
 
     def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> dict:
         """Benchmark ``workload`` on the running engine; the result in the engine's time (the simulator's is scaled).
@@ -99,9 +105,9 @@ class Launch:
                             include_requests=False)  # fmt: skip
         result = self.engine.model_time(raw)
         if not self.server.alive():
-            returncode = self.server.process.returncode
-            kind = self.engine.classify_failure(returncode, self.server.log_tail())
-            raise LaunchFailed(kind, f"engine died during the benchmark (exit {returncode})")
+            returncode, tail = self.server.process.returncode, self.server.log_tail()
+            kind = self.engine.classify_failure(returncode, tail)
+            raise LaunchFailed(kind, f"engine died during the benchmark (exit {returncode})", tail)
         if result["completed"] == 0:
             errors = result["errors_by_type"]
             kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
@@ -141,6 +147,10 @@ class DirectSimulation:
         except StartupFailure as exc:
             raise LaunchFailed(exc.kind, str(exc)) from None
         return 0.0
+
+    def alive(self) -> bool:
+        """A model has no process to lose: a load that fails leaves the others measurable."""
+        return self.model is not None
 
     def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> dict:
         """The model's result for ``workload`` (no checkpoints: it is computed at once).

@@ -53,8 +53,16 @@ _PROFILES: dict[str, ModelInfo] = {
         _profile("DeepSeek-R1", "DeepseekV3ForCausalLM", False, True, 690, 163840),
         _profile("Llama-3.1-8B-Instruct", "LlamaForCausalLM", False, False, 16.1, 131072),
         _profile("Llama-3.1-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072),
+        _profile("Llama-3.3-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072),
         _profile("Qwen3-8B", "Qwen3ForCausalLM", False, False, 16.4, 40960),
+        _profile("Qwen3-32B", "Qwen3ForCausalLM", False, False, 65.5, 40960),
+        _profile("Qwen3-30B-A3B", "Qwen3MoeForCausalLM", False, True, 61.1, 40960),
         _profile("Qwen3-235B-A22B", "Qwen3MoeForCausalLM", False, True, 470, 40960),
+        # FP8 checkpoints: linear weights in FP8, embeddings and lm_head left in bf16 (estimated from the shapes)
+        _profile("Qwen3-8B-FP8", "Qwen3ForCausalLM", False, False, 9.4, 40960),
+        _profile("Qwen3-32B-FP8", "Qwen3ForCausalLM", False, False, 34.3, 40960),
+        _profile("Qwen3-30B-A3B-FP8", "Qwen3MoeForCausalLM", False, True, 31.2, 40960),
+        _profile("Qwen3-235B-A22B-FP8", "Qwen3MoeForCausalLM", False, True, 236, 40960),
     )
 }
 

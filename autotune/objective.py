@@ -1,9 +1,13 @@
-"""One trial: suggest → static check → launch → warm-up → benchmark → values, constraints, attributes, artifacts.
+"""One trial: suggest → static and learned rules → launch → a load sweep on the warm server → values, constraints,
+attributes, artifacts, node-minutes.
 
 The only place that maps outcomes to Optuna. A configuration that was rejected, crashed, ran out of memory or timed
 out is a COMPLETE trial with a pessimistic value and a violated ``launch`` constraint, so the sampler learns that
 region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL is kept for bugs in the tuner. SLOs are
-graded constraints: (measured − limit) / limit. A slow configuration is pruned from the benchmark's checkpoints.
+graded constraints: (measured − limit) / limit, capped at 1, so "barely over" ranks far ahead of "crashed" (whose
+launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.sweep``); a failure
+whose message names a knob value, or an out-of-memory, teaches the study (``autotune.learning``). A slow
+configuration is pruned from its first benchmark's checkpoints.
 """
 
 from __future__ import annotations
@@ -18,27 +22,32 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
+from autotune import learning
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
 from autotune.launch import LaunchFailed, launch_for
+from autotune.ranking import best_of
 from autotune.redact import redact_spec
 from autotune.server import group_record
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
+from autotune.sweep import MAX_VIOLATION, LoadResult, LoadSweep
 
 log = logging.getLogger(__name__)
 LAUNCH_CONSTRAINT = "launch"
 PESSIMISTIC = {"maximize": 0.0, "minimize": 1e12}
 _CHECKPOINT_STEPS = 10
 _DUPLICATE_POLL_S = 1.0
+# A load level is abandoned once its SLO is clearly lost: this share of its requests done, a limit exceeded this much.
+_LOST_AFTER, _LOST_FACTOR = 0.3, 2.0
 
 
 def config_key(point: Point) -> str:
-    """A digest of what a trial runs (server knobs and client load), to find exact duplicates without storing secrets."""
-    payload = json.dumps([point.server.model_dump(mode="json"), point.client], sort_keys=True)
+    """A digest of what a trial launches (its loads are swept), to find exact duplicates without storing secrets."""
+    payload = json.dumps(point.server.model_dump(mode="json"), sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -72,6 +81,14 @@ class TrialEnvironment:
     executables: dict[str, list[str]]
 
 
+class LoadLost(Exception):
+    """A load level's SLO is clearly lost part-way: the level stops with its running metrics."""
+
+    def __init__(self, metrics: dict) -> None:
+        self.metrics = metrics
+        super().__init__("SLO clearly lost")
+
+
 class Objective:
     """Callable for one trial; returns the objective values (one per metric of the space)."""
 
@@ -84,9 +101,9 @@ class Objective:
         point = self.space.suggest(trial)
         config = point.server
         key = config_key(point)
-        trial.set_user_attr("config_key", key)
-        trial.set_user_attr("engine", config.engine)
-        trial.set_user_attr("config", public_config(config))
+        for name, value in (("config_key", key), ("engine", config.engine), ("config", public_config(config)),
+                            ("launched", False), ("benchmarks", []), ("node_minutes", 0.0)):  # fmt: skip
+            trial.set_user_attr(name, value)
         previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
@@ -95,12 +112,31 @@ class Objective:
             engine.check(config, self.space.hardware)
         except UnsupportedConfig as exc:
             return self._infeasible(trial, FailureKind.REJECTED, str(exc))
+        cap = None
+        if self.space.search.learn_failures:
+            rejection, cap = self._ruled_out(trial, config)
+            if rejection is not None:
+                return self._infeasible(trial, FailureKind.REJECTED, rejection)
         if isinstance(engine, SimulatedEngine):
             trial.set_user_attr("simulated", self.space.simulate.model_dump())
-        return self._launch_and_measure(trial, Point(anchored_paths(config), point.client), engine)
+        return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), engine, cap)
 
     def _engine(self, name: str) -> Engine:
         return engine_for(self.space, name, self.env.executables)
+
+    def _ruled_out(self, trial: optuna.Trial, config: ServerConfig) -> tuple[str | None, int | None]:
+        """(why an earlier failure already rules this configuration out, or None; the load index it runs out of
+        memory from, by out-of-memory dominance, or None)."""
+        rule = learning.broken_learned_rule(trial.study, trial.params)
+        if rule is not None:
+            trial.set_user_attr("rejected_by", rule["name"])
+            return f"rejected by learned rule '{rule['name']}' (trial {rule['trial']}: {rule['reason']})", None
+        cap, witness = learning.oom_cap(trial.study, config, trial.number)
+        if cap == 0:
+            trial.set_user_attr("rejected_by", f"oom_dominance:{witness}")
+            return (f"rejected by 'oom_dominance': needs at least the memory of trial {witness}, which ran out of "
+                    "memory at the lightest load"), None  # fmt: skip
+        return None, cap
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:
@@ -108,19 +144,20 @@ class Objective:
         trial.set_user_attr("failure_reason", reason[:500])
         trial.set_constraint(LAUNCH_CONSTRAINT, 1.0)
         for metric in self.slo:
-            trial.set_constraint(f"slo:{metric}", 1.0)
+            trial.set_constraint(f"slo:{metric}", MAX_VIOLATION)
         return [PESSIMISTIC[m.direction] for m in self.metrics]
 
-    def _feasible(self, trial: optuna.Trial, result: dict) -> list[float]:
+    def _measured(self, trial: optuna.Trial, sweep: LoadSweep) -> list[float]:
+        """The trial's outcome: its best feasible load, else the load nearest to feasible (graded violations)."""
+        level = sweep.best() or sweep.closest()
         trial.set_constraint(LAUNCH_CONSTRAINT, 0.0)
-        for metric, limit in self.slo.items():
-            trial.set_constraint(f"slo:{metric}", (result[metric] - limit) / limit)
-        for name in ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
-                     "p99_tpot_ms", "mean_tpot_ms", "completed", "failed"):  # fmt: skip
-            if name in result:
-                trial.set_user_attr(name, result[name])
-        trial.set_user_attr("client_saturated", result["client"].get("saturated", False))
-        return [float(result[m.name]) for m in self.metrics]
+        for name, violation in level.violations.items():
+            trial.set_constraint(name, violation)
+        trial.set_user_attr("load", level.load)
+        for name, value in level.record().get("metrics", {}).items():
+            trial.set_user_attr(name, value)
+        trial.set_user_attr("client_saturated", level.result.get("client", {}).get("saturated", False))
+        return level.values
 
     def _same_config(self, trial: optuna.Trial, key: str) -> optuna.trial.FrozenTrial | None:
         """A finished trial that ran this exact configuration, waiting for one that is running it now.
@@ -146,7 +183,8 @@ class Objective:
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
         """An exact duplicate is never launched again: it gets the earlier trial's outcome."""
         trial.set_user_attr("duplicate_of", previous.number)
-        for name in ("failure_kind", "failure_reason", "launch", "output_throughput", "total_token_throughput"):
+        for name in ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
+                     "total_token_throughput"):  # fmt: skip
             if name in previous.user_attrs:
                 trial.set_user_attr(name, previous.user_attrs[name])
         if previous.state == optuna.trial.TrialState.PRUNED:
@@ -155,8 +193,8 @@ class Objective:
             trial.set_constraint(name, value)
         return list(previous.values)
 
-    # -- a launch -----------------------------------------------------------------------------------------------
-    def _launch_and_measure(self, trial: optuna.Trial, point: Point, engine: Engine) -> list[float]:
+    # -- a launch and its sweep ---------------------------------------------------------------------------------
+    def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None) -> list[float]:
         config = point.server
         workdir = self.env.study_dir / "trials" / str(trial.number)
         launch = launch_for(engine, config, workdir, self.space.stall_timeout_s)
@@ -165,30 +203,112 @@ class Objective:
         if launch.spec != command:
             trial.set_user_attr("served_by", redact_spec(launch.spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
-        started = time.monotonic()
+        levels = self.space.load_levels(config.engine)
+        sweep = LoadSweep(levels, self.space.objective, self._incumbent(trial), cap)
+        started, served = time.monotonic(), False
+        trial.set_user_attr("launched", True)
         try:
             with launch:
-                launched = launch.pgid is not None  # not for the in-process simulator
-                if launched:  # first: what a worker that finds this trial stale must kill
+                if launch.pgid is not None:  # first: what a worker that finds this trial stale must kill
                     trial.set_user_attr("engine_process", group_record(launch.pgid))
                 ready_s = launch.wait_ready(self.space.startup_timeout_s)
-                if launched:
+                if launch.pgid is not None:
                     trial.set_user_attr("launch_s", round(ready_s, 2))
-                bench_started = time.monotonic()
-                hook = self._pruning_hook(trial, engine) if len(self.metrics) == 1 else None
-                # the same prompts for every trial (each starts a fresh server, so no cache carries over):
-                # configurations are compared on equal work
-                result = launch.measure(self.space.workload.model_copy(update=point.client), on_progress=hook)
+                bench_started, served = time.monotonic(), True  # served unless every load fails (below)
+                self._sweep(trial, launch, engine, sweep)
                 trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
-            self._save_result(trial, workdir, result)
-            return self._feasible(trial, result)
+            self._save_results(trial, workdir, sweep)
+            if sweep.closest() is None:  # the engine started, but no load was served: it failed at the lightest
+                served = False
+                failed = sweep.measured[min(sweep.measured)]
+                raise LaunchFailed(FailureKind(failed.failure), failed.reason, failed.reason)
+            self._learn_oom(trial, sweep)
+            return self._measured(trial, sweep)
         except LaunchFailed as exc:
+            self._learn(trial, engine, point.server, exc)
             return self._infeasible(trial, exc.kind, exc.reason)
         finally:
-            trial.set_user_attr("trial_s", round(time.monotonic() - started, 2))
+            wall_s = time.monotonic() - started
+            trial.set_user_attr("trial_s", round(wall_s, 2))
+            trial.set_user_attr("node_minutes", round(self._node_minutes(served, sweep.benchmarks_run, wall_s), 3))
             if launch.log_path.exists():
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),
                                 study_or_trial=trial, mimetype="text/plain")  # fmt: skip
+
+    def _sweep(self, trial: optuna.Trial, launch, engine: Engine, sweep: LoadSweep) -> None:
+        """Measure the sweep's levels on the running engine, one after another, until the sweep is done."""
+        while (index := sweep.next_level()) is not None:
+            load = sweep.levels[index]
+            hook = self._progress_hook(trial, engine, first=not sweep.measured)
+            # the same prompts for every trial and load (each trial starts a fresh server, so no cache carries
+            # over between trials): configurations are compared on equal work
+            workload = self.space.workload.model_copy(update=load)
+            sweep.benchmarks_run += 1
+            try:
+                sweep.add(index, LoadResult(load, launch.measure(workload, on_progress=hook)))
+            except LoadLost as lost:
+                sweep.add(index, LoadResult(load, lost.metrics, stopped_early=True))
+            except LaunchFailed as exc:
+                sweep.add(index, LoadResult(load, failure=exc.kind.value, reason=exc.reason))
+                if not launch.alive():
+                    break
+            finally:
+                trial.set_user_attr("benchmarks", sweep.records())  # as it goes: a pruned trial keeps its levels
+
+    def _incumbent(self, trial: optuna.Trial) -> float | None:
+        best = best_of(trial.study.get_trials(deepcopy=False), self.metrics[0].direction == "maximize")
+        return best.values[0] if best is not None and len(self.metrics) == 1 else None
+
+    def _node_minutes(self, served: bool, benchmarks: int, wall_s: float) -> float:
+        """What the trial cost: its wall time on a real engine; the space's virtual costs on the simulator."""
+        if self.space.simulate is None:
+            return wall_s / 60
+        cost = self.space.simulate.cost
+        return cost.launch_min + cost.benchmark_min * benchmarks if served else cost.failed_launch_min
+
+    # -- learning from failures ---------------------------------------------------------------------------------
+    def _learn_oom(self, trial: optuna.Trial, sweep: LoadSweep) -> None:
+        lowest = sweep.lowest_failure()
+        if lowest is not None and sweep.measured[lowest].failure == FailureKind.OOM.value:
+            trial.set_user_attr("oom_from_level", lowest)
+
+    def _learn(self, trial: optuna.Trial, engine: Engine, config: ServerConfig, failure: LaunchFailed) -> None:
+        """A failed start teaches the study: out of memory (dominance), or a rule when its message names a value."""
+        if not self.space.search.learn_failures:
+            return
+        if failure.kind == FailureKind.OOM:
+            trial.set_user_attr("oom_from_level", 0)
+            return
+        if failure.kind not in learning.LEARNABLE:
+            return
+        params = self.space.engine_params(config.engine)
+        knobs = {name: params[name].knob_values(name.split(".", 1)[-1], value) for name, value in trial.params.items()
+                 if name in params and value is not None}  # fmt: skip
+        served = {(name, value) for t in trial.study.get_trials(deepcopy=False) if t.user_attrs.get("load")
+                  for name, value in t.params.items()}  # fmt: skip
+        named = [n for n in learning.named_params(engine, config, knobs, failure.evidence)
+                 if (n, trial.params[n]) not in served]  # fmt: skip
+        if len(named) == 1:
+            rule = learning.learn(trial.study, trial.number, named[0], trial.params[named[0]], failure.kind,
+                                  failure.reason)  # fmt: skip
+            trial.set_user_attr("taught_rule", rule)
+            log.info("trial %d taught the study rule %s", trial.number, rule)
+
+    # -- progress, records --------------------------------------------------------------------------------------
+    def _progress_hook(self, trial: optuna.Trial, engine: Engine, first: bool):
+        """Optuna's pruner watches the first benchmark (the same load for every trial); every level stops once its
+        SLO is clearly lost."""
+        prune = self._pruning_hook(trial, engine) if first and len(self.metrics) == 1 else None
+
+        def report(progress: Progress) -> None:
+            if prune is not None:
+                prune(progress)
+            if progress.finished >= _LOST_AFTER * progress.total and progress.finished < progress.total:
+                running = engine.model_time(progress.metrics)
+                if any(running.get(m, 0) > _LOST_FACTOR * limit for m, limit in self.slo.items()):
+                    raise LoadLost(running)
+
+        return report
 
     def _pruning_hook(self, trial: optuna.Trial, engine: Engine):
         metric = self.metrics[0].name
@@ -214,8 +334,13 @@ class Objective:
         upload_artifact(artifact_store=self.env.artifacts, file_path=str(path), study_or_trial=trial,
                         mimetype="text/x-shellscript")  # fmt: skip
 
-    def _save_result(self, trial: optuna.Trial, workdir: Path, result: dict) -> None:
+    def _save_results(self, trial: optuna.Trial, workdir: Path, sweep: LoadSweep) -> None:
+        """benchmark.json: every load measured, lightest first, each with its full result (vllm bench's fields)."""
+        if not sweep.measured:
+            return
         path = workdir / "benchmark.json"
-        path.write_text(json.dumps(result, indent=1))
+        levels = [{"load": r.load, "result": r.result, "failure_kind": r.failure}
+                  for _, r in sorted(sweep.measured.items())]  # fmt: skip
+        path.write_text(json.dumps({"levels": levels}, indent=1, default=str))
         upload_artifact(artifact_store=self.env.artifacts, file_path=str(path), study_or_trial=trial,
                         mimetype="application/json")  # fmt: skip

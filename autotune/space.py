@@ -120,6 +120,18 @@ def tied_label(option: dict[str, Scalar]) -> str:
     return ",".join(f"{k}={_scalar_text(v)}" for k, v in option.items())
 
 
+def _is_load(name: str, param: _ParamBase) -> bool:
+    knob = name.split(".", 1)[-1]
+    if isinstance(param, TiedParam):
+        return all(k in CLIENT_KNOBS for option in param.tied for k in option)
+    return knob in CLIENT_KNOBS
+
+
+def load_order(load: dict[str, Any]) -> tuple[float, float]:
+    """Sort key of a load, lightest first: concurrency, then request rate (unset or ``inf``: unbounded)."""
+    return (load.get("max_concurrency") or math.inf, load.get("request_rate") or math.inf)
+
+
 def _scalar_text(value: Scalar) -> str:
     if value is None:
         return "null"
@@ -163,6 +175,18 @@ class EngineSection(_Strict):
     params: dict[str, Param] = Field(default_factory=dict)
 
 
+class Cost(_Strict):
+    """Virtual node-minutes the simulator charges per trial (a real engine is charged its measured wall time).
+
+    The defaults are a DeepSeek-scale 8-GPU node: a launch that serves costs ``launch_min`` plus ``benchmark_min``
+    per load measured on it; a launch that fails costs ``failed_launch_min``; a static rejection or a duplicate, 0.
+    """
+
+    launch_min: Annotated[float, Field(ge=0)] = 8.0
+    benchmark_min: Annotated[float, Field(ge=0)] = 2.0
+    failed_launch_min: Annotated[float, Field(ge=0)] = 6.0
+
+
 class Simulation(_Strict):
     """Run the space's engines in autotune's simulator instead of launching them; every result is labelled simulated.
 
@@ -174,6 +198,7 @@ class Simulation(_Strict):
     table: str | None = None
     mode: Literal["server", "direct"] = "server"
     time_scale: Annotated[float, Field(gt=0, le=1)] = 0.1
+    cost: Cost = Field(default_factory=Cost)
 
     @model_validator(mode="after")
     def _consistent(self) -> Simulation:
@@ -227,6 +252,20 @@ class Objective(_Strict):
     slo: dict[LatencyMetric, PositiveFloat] = Field(default_factory=dict)
 
 
+class Search(_Strict):
+    """How the study searches: Optuna's sampler and pruner, and the performance model that ranks the space first.
+
+    ``prior: auto`` is the analytic model for a GPU space whose model it knows, unless the space is itself simulated
+    by the analytic model (a prior from the model that makes the landscape would prove nothing); else none.
+    """
+
+    sampler: Literal["tpe", "random"] = "tpe"
+    pruner: Literal["percentile", "median", "none"] = "percentile"
+    prior: Literal["auto", "analytic", "aiconfigurator", "none"] = "auto"
+    prior_trials: Annotated[int, Field(ge=0)] = 4
+    learn_failures: bool = True  # learned rules (a failure's message names a knob value) and OOM dominance
+
+
 @dataclass(frozen=True)
 class Point:
     """One point of a space: what to launch, and the client-side load to apply to it."""
@@ -251,17 +290,39 @@ class SearchSpace(_Strict):
     stall_timeout_s: PositiveFloat = 60.0
     trials: PositiveInt | None = None  # the default of `autotune study run --n-trials` for this space
     simulate: Simulation | None = None
+    search: Search = Field(default_factory=Search)
 
     def engine_params(self, engine: str) -> dict[str, Param]:
         """The parameters that vary when ``engine`` runs, by Optuna name (engine ones prefixed ``engine.``)."""
         own = {f"{engine}.{name}": p for name, p in self.engines[engine].params.items()}
         return {**self.params, **own}
 
+    def launch_params(self, engine: str) -> dict[str, Param]:
+        """The parameters that change the launch (Optuna suggests these); the rest are loads (``load_params``)."""
+        return {name: p for name, p in self.engine_params(engine).items() if not _is_load(name, p)}
+
+    def load_params(self, engine: str) -> dict[str, Param]:
+        """The client-side parameters: the load a trial sweeps on its warm server, not part of the launch."""
+        return {name: p for name, p in self.engine_params(engine).items() if _is_load(name, p)}
+
+    def load_levels(self, engine: str) -> list[dict[str, Any]]:
+        """Every load the space allows, lightest first (by concurrency, then rate; unset = unbounded): the sweep's
+        levels. ``[{}]`` (the workload as written) when the space varies no client-side knob."""
+        params = self.load_params(engine)
+        names = [name.split(".", 1)[-1] for name in params]
+        levels = [dict(zip(names, values, strict=True)) for values in itertools.product(*(p.values() for p in
+                                                                                         params.values()))]  # fmt: skip
+        levels = [{k: v for k, v in level.items() if v is not None} for level in levels]
+        return sorted(levels, key=load_order) or [{}]
+
     def suggest(self, trial: optuna.Trial) -> Point:
-        """Ask ``trial`` for one value per parameter (the engine first, so engine parameters are conditional)."""
+        """Ask ``trial`` for one value per launch parameter (the engine first, so engine parameters are conditional).
+
+        The load is not suggested: the trial sweeps the space's loads on the server it launched.
+        """
         engines = list(self.engines)
         engine = trial.suggest_categorical(ENGINE_PARAM, engines) if len(engines) > 1 else engines[0]
-        params = {name: p.suggest(trial, name) for name, p in self.engine_params(engine).items()}
+        params = {name: p.suggest(trial, name) for name, p in self.launch_params(engine).items()}
         return self.point(engine, params)
 
     def point(self, engine: str, params: dict[str, Any]) -> Point:
@@ -293,10 +354,17 @@ class SearchSpace(_Strict):
             total *= math.inf if isinstance(param, FloatParam) and param.step is None else len(param.values())
         return total
 
-    def enumerate(self, engine: str) -> Iterator[Point]:
-        """Every point for ``engine`` (a discrete space only; check ``size`` first)."""
-        names = list(self.engine_params(engine))
-        value_lists = [p.values() for p in self.engine_params(engine).values()]
+    def launch_size(self, engine: str) -> float:
+        """How many distinct launch configurations the space has for ``engine`` (loads not counted)."""
+        return math.prod(math.inf if isinstance(p, FloatParam) and p.step is None else len(p.values())
+                         for p in self.launch_params(engine).values())  # fmt: skip
+
+    def enumerate(self, engine: str, launches_only: bool = False) -> Iterator[Point]:
+        """Every point for ``engine`` (a discrete space only; check ``size`` first); with ``launches_only``, every
+        launch configuration once (loads at their defaults)."""
+        params = self.launch_params(engine) if launches_only else self.engine_params(engine)
+        names = list(params)
+        value_lists = [p.values() for p in params.values()]
         for values in itertools.product(*value_lists):
             yield self.point(engine, dict(zip(names, values, strict=True)))
 

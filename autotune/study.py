@@ -32,6 +32,7 @@ from optuna.trial import TrialState
 from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
 from autotune.objective import Objective, TrialEnvironment
+from autotune.prior import prior_model, rank
 from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
@@ -56,6 +57,7 @@ class RunOptions:
     seed: int | None = None
     heartbeat_s: int = 10
     executables: dict[str, list[str]] | None = None
+    budget_node_minutes: float | None = None  # stop starting trials once the study's trials cost this much
 
 
 def default_storage(name: str, studies_dir: Path) -> str:
@@ -101,16 +103,36 @@ class _KillOrphanAndRetry:
 
 
 def baseline_params(space: SearchSpace, engine: str) -> dict:
-    """The Optuna params of an engine's default configuration in the space."""
-    params = {name: param.default_value() for name, param in space.engine_params(engine).items()}
+    """The Optuna params of an engine's default configuration in the space (its launch; loads are swept)."""
+    params = {name: param.default_value() for name, param in space.launch_params(engine).items()}
+    return _with_engine(space, engine, params)
+
+
+def _with_engine(space: SearchSpace, engine: str, params: dict) -> dict:
     return {ENGINE_PARAM: engine, **params} if len(space.engines) > 1 else params
 
 
+def make_sampler(space: SearchSpace, seed: int | None) -> optuna.samplers.BaseSampler:
+    """The space's ``search.sampler``: TPE (multivariate, grouped for engine-conditional parameters) or random."""
+    if space.search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, group=True, n_startup_trials=max(4, len(space.engines) + 2))
+
+
+def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
+    """The space's ``search.pruner``, watching each trial's first benchmark."""
+    if space.search.pruner == "none":
+        return optuna.pruners.NopPruner()
+    if space.search.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=3)
+    return optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=3)
+
+
 def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage) -> optuna.Study:
-    """The study, created with its slots (baselines first) or loaded, waiting until its creator made the slots."""
+    """The study, created with its slots (baselines, then the prior's best, then empty) or loaded, waiting until
+    its creator made the slots."""
     directions = [m.direction for m in space.objective.metrics]
-    sampler = optuna.samplers.TPESampler(seed=options.seed, group=True, n_startup_trials=max(4, len(space.engines) + 2))
-    pruner = optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=3)
+    sampler, pruner = make_sampler(space, options.seed), make_pruner(space)
     try:
         study = optuna.create_study(storage=storage, study_name=options.name, directions=directions, sampler=sampler,
                                     pruner=pruner)  # fmt: skip
@@ -127,13 +149,38 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     study.set_user_attr("objective", space.objective.model_dump(mode="json"))
     study.set_user_attr("workload", space.workload.model_dump(mode="json"))
     engines = list(space.engines)[: options.n_trials]
-    for engine in engines:
-        study.enqueue_trial(baseline_params(space, engine), user_attrs={"baseline": True, "slot": True})
-    for _ in range(options.n_trials - len(engines)):
+    baselines = [baseline_params(space, engine) for engine in engines]
+    for params in baselines:
+        study.enqueue_trial(params, user_attrs={"baseline": True, "slot": True})
+    priors = _prior_params(space, baselines, options.n_trials - len(baselines))
+    for position, (params, predicted) in enumerate(priors, 1):
+        study.enqueue_trial(params, user_attrs={"prior": position, "prior_predicted": predicted, "slot": True})
+    for _ in range(options.n_trials - len(engines) - len(priors)):
         study.enqueue_trial({}, user_attrs={"slot": True})
     study.set_user_attr(_BUDGET_ATTR, options.n_trials)
     study.set_user_attr(_READY_ATTR, True)
     return study
+
+
+def _prior_params(space: SearchSpace, baselines: list[dict], room: int) -> list[tuple[dict, float]]:
+    """The prior's best-predicted launch configurations (not the baselines), at most ``search.prior_trials``."""
+    model = prior_model(space)
+    if model is None or room <= 0 or space.search.prior_trials == 0:
+        return []
+    chosen: list[tuple[dict, float]] = []
+    for ranked in rank(space, model):
+        params = _with_engine(space, ranked.engine, ranked.params)
+        if ranked.predicted is None or len(chosen) >= min(room, space.search.prior_trials):
+            break
+        if params not in baselines:
+            chosen.append((params, round(ranked.predicted, 3)))
+    log.info("prior (%s model): enqueued %d configurations", model, len(chosen))
+    return chosen
+
+
+def node_minutes_spent(study: optuna.Study) -> float:
+    """What the study's trials have cost so far (``node_minutes`` of each: launches, benchmarks, failures)."""
+    return sum(t.user_attrs.get("node_minutes") or 0.0 for t in study.get_trials(deepcopy=False))
 
 
 def _digest(space: SearchSpace) -> str:
@@ -250,6 +297,9 @@ def run_trials(prepared: PreparedStudy,
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         while options.timeout_s is None or time.monotonic() - started < options.timeout_s:
+            if options.budget_node_minutes is not None and node_minutes_spent(study) >= options.budget_node_minutes:
+                log.info("study %s: node-minute budget spent", options.name)
+                break
             optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots
             with slot_lock(options.storage, options.name, options.studies_dir):
                 trial = study.ask() if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) else None
@@ -275,11 +325,12 @@ def run_trials(prepared: PreparedStudy,
 
 def _refuse_all_infeasible(space: SearchSpace) -> None:
     """A space whose every point breaks a static rule would only record rejections: say so before starting."""
-    if any(space.size(engine) > ENUMERATION_LIMIT for engine in space.engines):
+    if any(space.launch_size(engine) > ENUMERATION_LIMIT for engine in space.engines):
         return
     reasons: Counter[str] = Counter()
     for engine in space.engines:
-        for rule in broken_rules(engine, (p.server for p in space.enumerate(engine)), space.hardware):
+        launches = (p.server for p in space.enumerate(engine, launches_only=True))
+        for rule in broken_rules(engine, launches, space.hardware):
             if rule is None:
                 return
             reasons[rule] += 1
@@ -309,16 +360,3 @@ def _raise_terminated(signum: int, frame: object) -> None:
 def _mkdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def feasible(trial: optuna.trial.FrozenTrial) -> bool:
-    return trial.state == TrialState.COMPLETE and all(v <= 0 for v in (trial.constraints or {}).values())
-
-
-def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
-    """The best feasible trial by the first objective (ties: the earlier trial)."""
-    trials = [t for t in study.get_trials(deepcopy=False) if feasible(t)]
-    if not trials:
-        return None
-    sign = 1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1
-    return max(trials, key=lambda t: (sign * t.values[0], -t.number))

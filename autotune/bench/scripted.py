@@ -80,7 +80,8 @@ class _Stream:
             self.server.loop.call_at(self.t0 + self.server.ttft + self.sent * self.server.itl, self.step)
 
     def step(self) -> None:
-        if self.transport.is_closing():
+        if self.transport.is_closing():  # the client went away: like an engine, abort the request, free its slot
+            self.server.finished(self.transport)
             return
         if self.fault == "no-tokens":
             self.total = 0
@@ -196,6 +197,8 @@ class ScriptedServer:
     def finished(self, transport: asyncio.Transport) -> None:
         self.completed += 1
         self.running -= 1
+        while self.queue and self.queue[0].transport.is_closing():
+            self.queue.pop(0)  # aborted while it waited
         if self.queue:
             self.running += 1
             self.queue.pop(0).start()

@@ -18,9 +18,10 @@ from rich.table import Table
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import docker_run, shell_script
+from autotune.ranking import best_trial, feasible
 from autotune.settings import Settings
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, best_trial, default_storage, feasible, open_storage, prepare_study, run_trials
+from autotune.study import RunOptions, default_storage, open_storage, prepare_study, run_trials
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = Path("search_spaces/quickstart.yaml")
@@ -45,6 +46,9 @@ def run(
     timeout: Annotated[float | None, typer.Option(help="stop starting trials after this many seconds")] = None,
     seed: Annotated[int | None, typer.Option(help="sampler seed")] = None,
     executable: Annotated[str | None, typer.Option(help="how to invoke the engine (for a one-engine space)")] = None,
+    budget_node_hours: Annotated[
+        float | None, typer.Option(help="stop starting trials once the study's trials cost this many node-hours")
+    ] = None,
 ) -> None:
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -59,7 +63,8 @@ def run(
     settings = Settings()
     options = RunOptions(name=name, storage=_storage(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, timeout_s=timeout, seed=seed, executables=executables,
-                         heartbeat_s=settings.heartbeat_s)  # fmt: skip
+                         heartbeat_s=settings.heartbeat_s,
+                         budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
     prepared = prepare_study(space, space_file, options)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -84,7 +89,17 @@ def _outcome(trial: optuna.trial.FrozenTrial) -> str:
     if "failure_kind" in attrs:
         return f"{attrs['failure_kind']}: {attrs.get('failure_reason', '')[:120]}"
     dup = f" (same config as #{attrs['duplicate_of']})" if "duplicate_of" in attrs else ""
-    return f"{trial.values[0]:.1f}{dup}" if trial.values else trial.state.name
+    if not trial.values:
+        return trial.state.name
+    load = _load_text(attrs.get("load"))
+    levels = len(attrs.get("benchmarks") or [])
+    swept = f" at {load} ({levels} loads measured on one launch)" if levels > 1 else (f" at {load}" if load else "")
+    slo = "" if feasible(trial) else " (misses the SLO)"
+    return f"{trial.values[0]:.1f}{swept}{slo}{dup}"
+
+
+def _load_text(load: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (load or {}).items())
 
 
 def _print_best(study: optuna.Study) -> None:
@@ -155,28 +170,54 @@ def _load(name: str, storage: str | None) -> optuna.Study:
 
 @app.command()
 def show(name: str, storage: StorageOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Every trial (state, engine, parameters, value, failure kind) and the failures by kind."""
+    """Every trial (state, engine, parameters, load, value, outcome, node-minutes), failures by kind, learned rules."""
+    from autotune.learning import learned_rules
+
     study = _load(name, storage)
-    trials = study.get_trials(deepcopy=False)
-    rows = [{"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": bool(t.user_attrs.get("baseline")),
-             "engine": t.user_attrs.get("engine"), "params": t.params, "values": t.values,
-             "failure_kind": t.user_attrs.get("failure_kind"), "duplicate_of": t.user_attrs.get("duplicate_of"),
-             "launch_s": t.user_attrs.get("launch_s"), "benchmark_s": t.user_attrs.get("benchmark_s")} for t in trials]  # fmt: skip
+    rows = [_trial_row(t) for t in study.get_trials(deepcopy=False)]
     failures = Counter(r["failure_kind"] for r in rows if r["failure_kind"])
+    total = round(sum(r["node_minutes"] or 0 for r in rows), 2)
+    on_failures = round(sum(r["node_minutes"] or 0 for r in rows if r["failure_kind"]), 2)
+    rules = learned_rules(study)
     if as_json:
-        print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures}, indent=1, default=str))
+        print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
+                          "node_minutes_on_failures": on_failures, "learned_rules": rules}, indent=1, default=str))  # fmt: skip
         return
-    table = Table("#", "state", "engine", "params", "value", "outcome", title=f"study {name}")
+    table = Table("#", "state", "engine", "params", "load", "value", "outcome", "node-min", title=f"study {name}")
     for r in rows:
         value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
-        outcome = r["failure_kind"] or ("baseline" if r["baseline"] else "") + (
-            f" dup of #{r['duplicate_of']}" if r["duplicate_of"] is not None else ""
-        )
-        params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
-        table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""), params, value, outcome)
+        table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""),
+                      ", ".join(f"{k}={v}" for k, v in r["params"].items()), _load_text(r["load"]) +
+                      (f" ({len(r['benchmarks'])} measured)" if len(r["benchmarks"]) > 1 else ""), value,
+                      _row_outcome(r), f"{r['node_minutes'] or 0:.1f}")  # fmt: skip
     console = Console()
     console.print(table)
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
+    console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
+    for rule_id, rule in rules.items():
+        console.print(
+            f"learned rule 'learned:{rule_id}' (trial {rule['trial']}, {rule['kind']}): {rule['reason'][:100]}"
+        )
+
+
+def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
+    attrs = t.user_attrs
+    return {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": bool(attrs.get("baseline")),
+            "prior": attrs.get("prior"), "engine": attrs.get("engine"), "params": t.params, "values": t.values,
+            "load": attrs.get("load"), "launched": bool(attrs.get("launched")), "benchmarks": attrs.get("benchmarks", []),
+            "node_minutes": attrs.get("node_minutes"), "failure_kind": attrs.get("failure_kind"),
+            "rejected_by": attrs.get("rejected_by"), "taught_rule": attrs.get("taught_rule"),
+            "duplicate_of": attrs.get("duplicate_of"), "launch_s": attrs.get("launch_s"),
+            "benchmark_s": attrs.get("benchmark_s")}  # fmt: skip
+
+
+def _row_outcome(r: dict) -> str:
+    parts = [r["failure_kind"] or ""]
+    parts += ["baseline"] * r["baseline"] + ([f"prior #{r['prior']}"] if r["prior"] else [])
+    parts += [f"by {r['rejected_by']}"] if r["rejected_by"] else []
+    parts += [f"taught {r['taught_rule']}"] if r["taught_rule"] else []
+    parts += [f"dup of #{r['duplicate_of']}"] if r["duplicate_of"] is not None else []
+    return " ".join(p for p in parts if p)
 
 
 def _register_validate() -> None:
@@ -226,6 +267,7 @@ def best(name: str, storage: StorageOpt = None, output: FormatOpt = "shell") -> 
     docker = _docker(trial)
     if output == "json":
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
+                          "load": trial.user_attrs.get("load", {}),
                           "simulated": "simulated" in trial.user_attrs, "launch": launch, "docker": docker,
                           "bench": bench}, indent=1))  # fmt: skip
         return
@@ -251,7 +293,9 @@ def _docker(trial: optuna.trial.FrozenTrial) -> str | None:
 
 
 def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[str]:
-    workload, argv = study.user_attrs.get("workload", {}), trial.user_attrs["launch"]["argv"]
+    # the trial's best load (its sweep's choice) over the space's workload
+    workload = study.user_attrs.get("workload", {}) | (trial.user_attrs.get("load") or {})
+    argv = trial.user_attrs["launch"]["argv"]
     port = argv[argv.index("--port") + 1] if "--port" in argv else "8000"
     model = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv else None
     command = ["autotune", "bench", "--base-url", f"http://127.0.0.1:{port}", "--model", model or "MODEL"]

@@ -18,10 +18,10 @@ from rich.table import Table
 from autotune.cli.command import parse_assignments
 from autotune.config import ServerConfig
 from autotune.errors import UsageError
+from autotune.ranking import best_trial, feasible
 from autotune.settings import Settings
 from autotune.space import SearchSpace, Workload
 from autotune.spacefile import load_space
-from autotune.study import best_trial, feasible
 from autotune.validate import CONFIDENCES, NamedWorkload, context_of, seed_suite, validate
 
 StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]

@@ -7,7 +7,7 @@ architecture (config.json, or the published sizes of a few well-known models).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -91,6 +91,37 @@ def _dense(name: str, layers: int, hidden: int, attention: float, other: float, 
                       2 * 2 * heads * head_dim, None, 0.0, positions)  # fmt: skip
 
 
+def _qwen3(name: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int = 0, experts: int = 0,
+           experts_per_token: int = 0, moe_intermediate: int = 0, vocab: int = 151936, positions: int = 40960,
+           head_dim: int = 128) -> ModelShape:  # fmt: skip
+    """A bf16 Qwen3 model from its config.json: grouped-query attention (not latent), untied embeddings, per-head
+    q/k RMSNorm; the MoE ones route every layer (decoder_sparse_step 1, no mlp_only_layers) over ``experts`` of
+    3·hidden·moe_intermediate params with no shared expert, the dense ones run a 3·hidden·intermediate MLP."""
+    moe_layers = layers if experts else 0
+    attention = layers * hidden * head_dim * (2 * heads + 2 * kv_heads)  # q, o: heads; k, v: kv_heads
+    norms = layers * (2 * hidden + 2 * head_dim) + hidden  # input/post-attention norms, q/k norms; the final norm
+    embeddings = 2 * vocab * hidden  # embed_tokens and lm_head (tie_word_embeddings false)
+    other = embeddings + norms + layers * 3 * hidden * intermediate + moe_layers * hidden * experts  # + MoE routers
+    return ModelShape(name, layers, moe_layers, hidden, attention, other, 3 * hidden * moe_intermediate, experts,
+                      experts_per_token, 2.0, 2 * kv_heads * head_dim * 2, False, 2 * 2 * heads * head_dim, None, 0.0,
+                      positions)  # fmt: skip
+
+
+# Qwen3 (config.json on the hub; all: head_dim 128, vocab 151936, max_position_embeddings 40960, bfloat16, untied):
+#   235B-A22B: 94 layers, hidden 4096, 64 q / 4 kv heads, 128 experts (8 active) of moe_intermediate_size 1536
+#   30B-A3B:   48 layers, hidden 2048, 32 q / 4 kv heads, 128 experts (8 active) of moe_intermediate_size 768
+#   32B:       64 layers, hidden 5120, 64 q / 8 kv heads, intermediate_size 25600
+#   8B:        36 layers, hidden 4096, 32 q / 8 kv heads, intermediate_size 12288
+# That gives 235.1B (22.2B active), 30.5B (3.35B active), 32.8B and 8.19B parameters, as published. The -FP8
+# checkpoints are the same shapes with FP8 (128x128 block-scaled) linear weights: 1 byte per param (their bf16
+# embeddings and norms are not counted apart). No MTP heads.
+_QWEN3 = (
+    _qwen3("Qwen3-235B-A22B", 94, 4096, 64, 4, experts=128, experts_per_token=8, moe_intermediate=1536),
+    _qwen3("Qwen3-30B-A3B", 48, 2048, 32, 4, experts=128, experts_per_token=8, moe_intermediate=768),
+    _qwen3("Qwen3-32B", 64, 5120, 64, 8, intermediate=25600),
+    _qwen3("Qwen3-8B", 36, 4096, 32, 8, intermediate=12288),
+)
+
 # DeepSeek-V3 family: 61 layers (58 MoE), 256 routed experts of 3·7168·2048 params, 8 active; MLA latent 512+64
 # (bf16: 1152 bytes per token and layer); 128 heads of 512+64 dims for the absorbed attention. DeepSeek reports
 # 85–90% acceptance for its first MTP token.
@@ -105,6 +136,9 @@ SHAPES: dict[str, ModelShape] = {
     "deepseek-r1": ModelShape("DeepSeek-R1", sparse_topk=None, **_DEEPSEEK_V3),
     "llama-3.1-8b-instruct": _dense("Llama-3.1-8B-Instruct", 32, 4096, 1.34e9, 6.7e9, 8, 32, 131072),
     "llama-3.1-70b-instruct": _dense("Llama-3.1-70B-Instruct", 80, 8192, 10.7e9, 59.9e9, 8, 64, 131072),
+    # Llama 3.3 70B is Llama 3.1 70B's architecture (same config.json shape), retrained
+    "llama-3.3-70b-instruct": _dense("Llama-3.3-70B-Instruct", 80, 8192, 10.7e9, 59.9e9, 8, 64, 131072),
+    **{s.name.lower(): s for q in _QWEN3 for s in (q, replace(q, name=f"{q.name}-FP8", bytes_per_param=1.0))},
 }
 
 

@@ -1,0 +1,139 @@
+"""What a study learns from its failures, beyond the exact configuration that failed.
+
+- **Learned rules.** A failed start whose error names one parameter's value ("Unsupported speculative method:
+  'mtp'") becomes a rule of the study: no later trial with that value is launched. A value counts as named when a
+  word of it, or of the flags it renders to, appears in an error line of the engine's log and in no other parameter's
+  value or flags; a value some trial already served with is never blamed. Rules live in the study's user
+  attributes (``learned_rule:<param>=<value>``), so a restarted study and every worker on the storage see them.
+- **Out-of-memory dominance.** Memory need is monotone in some knobs (README "Failures are learned"): a
+  configuration that needs at least as much memory as one that ran out at a load runs out there too, so it is
+  measured only below that load, and not launched at all when the other one ran out at its lightest load.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import optuna
+
+from autotune.config import ServerConfig
+from autotune.engines.base import Engine
+from autotune.errors import FailureKind
+
+RULE_PREFIX = "learned_rule:"
+LEARNABLE = (FailureKind.UNSUPPORTED, FailureKind.BAD_FLAG, FailureKind.CRASH)
+_ERROR_LINE = re.compile(r"error|exception|unsupported|not supported|invalid|unrecognized|not implemented|assert",
+                         re.IGNORECASE)  # fmt: skip
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+_COMMON = {"none", "null", "true", "false", "auto", "default", "error", "the", "and", "for", "not", "with"}
+
+# Knobs whose larger value needs more GPU memory (context, running requests, prefill chunk).
+MORE_IS_MORE = ("max_model_len", "max_num_seqs", "max_num_batched_tokens")
+# The memory fraction: a smaller one leaves the engine less room (weights and KV cache must fit inside it).
+LESS_IS_MORE = ("gpu_memory_utilization",)
+KV_BYTES = {None: 2, "auto": 2, "bf16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+LAYOUT = ("pp", "dp", "ep", "dp_attention", "dcp")  # with these equal, fewer tensor-parallel GPUs hold more each
+
+
+def rule_name(param: str, value: Any) -> str:
+    return f"learned:{param}={value}"
+
+
+def learned_rules(study: optuna.Study) -> dict[str, dict]:
+    """The study's learned rules by name: ``{param, value, kind, reason, trial}``."""
+    attrs = study.user_attrs
+    return {"learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items() if key.startswith(RULE_PREFIX)}
+
+
+def broken_learned_rule(study: optuna.Study, params: dict[str, Any]) -> dict | None:
+    """The learned rule ``params`` (Optuna's, of a trial) break, or None."""
+    for name, rule in learned_rules(study).items():
+        if rule["param"] in params and params[rule["param"]] == rule["value"]:
+            return rule | {"name": name}
+    return None
+
+
+def _error_words(log_text: str) -> set[str]:
+    lines = [line for line in log_text.splitlines() if _ERROR_LINE.search(line)]
+    return {w.lower() for line in lines for w in _WORD.findall(line.replace("_", " "))}
+
+
+def _value_words(engine: Engine, config: ServerConfig, knobs: dict[str, Any]) -> set[str]:
+    """Words of a parameter's value and of what it adds to the rendered command."""
+    words = {w.lower() for value in knobs.values() for w in _WORD.findall(str(value).replace("_", " "))}
+    unset = config.model_copy(update=dict.fromkeys(knobs))
+    try:
+        with_it = set(engine.command_spec(config).argv)
+        without = set(engine.command_spec(unset).argv)
+    except Exception:
+        return words - _COMMON
+    rendered = {w.lower() for arg in with_it - without for w in _WORD.findall(arg.replace("_", " "))}
+    return (words | rendered) - _COMMON
+
+
+def named_params(engine: Engine, config: ServerConfig, params: dict[str, dict[str, Any]], log_text: str) -> list[str]:
+    """The parameters whose value the failure's error lines name (by a word no other parameter's value shares).
+
+    Args:
+        params: each parameter of the trial (Optuna name) → the knobs its value sets.
+    """
+    errors = _error_words(log_text)
+    words = {name: _value_words(engine, config, knobs) for name, knobs in params.items()}
+    named = []
+    for name, own in words.items():
+        others = set().union(*(w for n, w in words.items() if n != name))
+        if (own - others) & errors:
+            named.append(name)
+    return named
+
+
+def learn(study: optuna.Study, trial_number: int, param: str, value: Any, kind: FailureKind, reason: str) -> str:
+    """Store the rule that ``param = value`` fails (one attribute per rule: workers add rules without a race)."""
+    name = rule_name(param, value)
+    study.set_user_attr(RULE_PREFIX + name.removeprefix("learned:"),
+                        {"param": param, "value": value, "kind": kind.value, "reason": reason[:300],
+                         "trial": trial_number})  # fmt: skip
+    return name
+
+
+def needs_at_least(b: ServerConfig, a: ServerConfig) -> bool:
+    """Whether ``b`` needs at least as much GPU memory as ``a`` (knobs compared one by one; all others equal)."""
+    left, right = b.model_dump(), a.model_dump()
+    for knob, value in left.items():
+        other = right[knob]
+        if knob in MORE_IS_MORE or knob in LESS_IS_MORE:
+            if (value is None) != (other is None):
+                return False
+            if value is not None and (value < other if knob in MORE_IS_MORE else value > other):
+                return False
+        elif knob == "kv_cache_dtype":
+            if KV_BYTES.get(value, 2) < KV_BYTES.get(other, 2):
+                return False
+        elif knob == "tp":
+            if (value or 1) > (other or 1):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+def oom_cap(study: optuna.Study, config: ServerConfig, number: int) -> tuple[int | None, int | None]:
+    """(the lightest load index at which ``config`` is known to run out of memory, the trial that shows it).
+
+    From every trial that ran out of memory (``oom_from_level``: its lightest failing load) whose configuration
+    ``config`` needs at least as much memory as.
+    """
+    cap, witness = None, None
+    for trial in study.get_trials(deepcopy=False):
+        level = trial.user_attrs.get("oom_from_level")
+        if level is None or trial.number == number or "config" not in trial.user_attrs:
+            continue
+        if (cap is None or level < cap) and needs_at_least(config, _stored(trial.user_attrs["config"], config)):
+            cap, witness = level, trial.number
+    return cap, witness
+
+
+def _stored(stored: dict, like: ServerConfig) -> ServerConfig:
+    """A trial's stored (public) configuration, with the secrets it dropped taken from ``like`` so they compare."""
+    return ServerConfig.model_validate(stored | {"env": like.env, "extra_args": like.extra_args})

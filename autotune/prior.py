@@ -1,0 +1,112 @@
+"""The prior: before the first real launch, rank the space's launch configurations with a performance model.
+
+Each configuration that passes the static rules is evaluated in the simulator's direct mode (in-process, no GPU) at
+every load of the space; its predicted value is its best SLO-feasible load's objective. The study enqueues the few
+best (``search.prior_trials``, marked ``prior`` in the dashboard) and the sampler takes over from there: the prior
+orders the first launches, it never removes a configuration from the space.
+
+The model is the analytic one (``autotune.sim.analytic``) or aiconfigurator (optional extra). ``prior: auto`` picks
+the analytic model for a GPU space whose model it knows, except where the space is itself simulated by it: a prior
+from the model that makes the landscape would prove nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from autotune.bench.datasets import build_requests
+from autotune.engines import get_engine
+from autotune.errors import AutotuneError, UnsupportedConfig
+from autotune.sim.analytic import StartupFailure
+from autotune.sim.models import build_model
+from autotune.sim.specs import model_shape
+from autotune.sim.words import word_tokenizer
+from autotune.space import ENUMERATION_LIMIT, SearchSpace, Simulation
+
+log = logging.getLogger(__name__)
+PRIOR_PROMPTS = 64  # requests per predicted benchmark: the ranking needs the order, not the last percent
+SAMPLED = 2000  # configurations ranked when a space is too large to enumerate
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A launch configuration and what the prior predicts for it (None: predicted infeasible)."""
+
+    engine: str
+    params: dict[str, Any]
+    predicted: float | None
+
+
+def prior_model(space: SearchSpace) -> str | None:
+    """The performance model the space's prior uses, or None for no prior."""
+    choice = space.search.prior
+    if choice != "auto":
+        return None if choice == "none" else choice
+    simulated_by = space.simulate.performance_model if space.simulate else None
+    models = {section.fixed.get("model", space.fixed.get("model")) for section in space.engines.values()}
+    known = all(isinstance(m, str) and model_shape(m) is not None for m in models)
+    return "analytic" if space.hardware.gpus > 0 and known and simulated_by != "analytic" else None
+
+
+def rank(space: SearchSpace, model: str) -> list[Ranked]:
+    """Every launch configuration of the space that passes the static rules, best predicted first."""
+    return list(_rank(space, model))
+
+
+@lru_cache(maxsize=16)
+def _rank(space: SearchSpace, model: str) -> tuple[Ranked, ...]:
+    simulation = Simulation(performance_model=model, mode="direct")
+    ranked = [Ranked(engine, params, _predict(space, simulation, engine, params))
+              for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
+    sign = 1 if space.objective.metrics[0].direction == "maximize" else -1
+    ranked.sort(key=lambda r: (r.predicted is None, -sign * (r.predicted or 0.0)))
+    return tuple(ranked)
+
+
+def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
+    params = space.launch_params(engine)
+    names, values = list(params), [p.values() for p in params.values()]
+    if space.launch_size(engine) <= ENUMERATION_LIMIT:
+        combos = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+    else:
+        rng = random.Random(0)
+        combos = [{n: p.sample(rng) for n, p in params.items()} for _ in range(SAMPLED)]
+    adapter = get_engine(engine)
+    passing = []
+    for combo in combos:
+        try:
+            adapter.check(space.point(engine, combo).server, space.hardware)
+        except UnsupportedConfig:
+            continue
+        passing.append(combo)
+    return passing
+
+
+def _predict(space: SearchSpace, simulation: Simulation, engine: str, params: dict[str, Any]) -> float | None:
+    """The model's best SLO-feasible value over the space's loads, or None (fails to start, or no load meets SLOs)."""
+    config = space.point(engine, params).server
+    try:
+        model = build_model(simulation, config, space.hardware)
+    except (StartupFailure, AutotuneError):
+        return None
+    objective, best = space.objective, None
+    for load in space.load_levels(engine):
+        workload = space.workload.model_copy(update={**load, "num_prompts": min(space.workload.num_prompts,
+                                                                               PRIOR_PROMPTS)})  # fmt: skip
+        try:
+            result = model.evaluate(workload, build_requests(workload, word_tokenizer()), config.api_model_name)
+        except (StartupFailure, AutotuneError, RuntimeError):
+            continue
+        value = result.get(objective.metrics[0].name)
+        if value is None or math.isnan(value) or any(result.get(m, math.inf) > limit for m, limit in
+                                                     objective.slo.items()):  # fmt: skip
+            continue
+        if best is None or (value > best) == (objective.metrics[0].direction == "maximize"):
+            best = value
+    return best

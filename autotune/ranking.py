@@ -1,0 +1,28 @@
+"""Ranking trials: which are feasible, which is best. One helper, so the study, its CLI, the report and validate
+agree (the study's direction respected, infeasible trials never best)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import optuna
+from optuna.trial import TrialState
+
+
+def feasible(trial: optuna.trial.FrozenTrial) -> bool:
+    """Completed, and every constraint (launch, SLOs) met."""
+    return trial.state == TrialState.COMPLETE and all(v <= 0 for v in (trial.constraints or {}).values())
+
+
+def best_of(trials: Iterable[optuna.trial.FrozenTrial], maximize: bool) -> optuna.trial.FrozenTrial | None:
+    """The best feasible trial by the first objective (ties: the earlier trial), or None."""
+    candidates = [t for t in trials if feasible(t) and t.values]
+    if not candidates:
+        return None
+    sign = 1 if maximize else -1
+    return max(candidates, key=lambda t: (sign * t.values[0], -t.number))
+
+
+def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    """The study's best feasible trial by its first objective, in its direction."""
+    return best_of(study.get_trials(deepcopy=False), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE)

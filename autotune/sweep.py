@@ -1,0 +1,144 @@
+"""The load sweep: one launched configuration measured at several of the space's loads on its warm server.
+
+A load (``max_concurrency``, ``request_rate``) changes what the client sends, not what is launched, so a trial pays
+for one launch and finds its best load there. The levels are the space's loads, lightest first.
+
+- Without SLOs every level is measured, heaviest first, while the configuration can still beat the incumbent.
+- With SLOs the trial wants the heaviest load that meets them. Latency grows with load, so feasibility is monotone:
+  the heaviest level is measured first (often it is feasible, or already too slow to matter), then the boundary is
+  found by bisection between the heaviest feasible and the lightest infeasible level measured.
+- Throughput grows with load too (until the engine saturates): a level's throughput bounds every lighter level's.
+  So, for a throughput objective, once the remaining levels cannot beat the study's incumbent (or the trial's own
+  best), the sweep stops.
+- A level that failed (out of memory at that load, say) is infeasible, as is every heavier one.
+
+The trial's value is its best feasible level's objective; every level measured is kept (``LoadResult.record``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.space import Objective
+
+RECORDED = ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "mean_ttft_ms",
+            "median_tpot_ms", "p99_tpot_ms", "mean_tpot_ms", "completed", "failed")  # fmt: skip
+MAX_VIOLATION = 1.0  # an SLO missed by more than its own limit counts as much as a failed launch's share
+
+
+@dataclass
+class LoadResult:
+    """One level of a sweep: its load, and either the measured result or why it produced none."""
+
+    load: dict[str, Any]
+    result: dict | None = None
+    failure: str | None = None  # a FailureKind value
+    reason: str = ""
+    stopped_early: bool = False
+    violations: dict[str, float] = field(default_factory=dict)
+    values: list[float] | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return self.failure is None and all(v <= 0 for v in self.violations.values())
+
+    @property
+    def total_violation(self) -> float:
+        return sum(max(v, 0.0) for v in self.violations.values())
+
+    def record(self) -> dict:
+        """What the trial keeps of this level (a user attribute): knobs, value, feasibility, metrics or failure."""
+        row: dict[str, Any] = {"load": self.load, "feasible": self.feasible,
+                               "value": self.values[0] if self.values else None}  # fmt: skip
+        if self.failure:
+            row |= {"failure_kind": self.failure, "failure_reason": self.reason[:300]}
+        if self.result is not None:
+            row["metrics"] = {k: self.result[k] for k in RECORDED if k in self.result}
+        if self.violations:
+            row["violations"] = {k: round(v, 4) for k, v in self.violations.items()}
+        if self.stopped_early:
+            row["stopped_early"] = True
+        return row
+
+
+def judged(objective: Objective, level: LoadResult) -> LoadResult:
+    """``level`` with its objective values and graded SLO violations, (measured − limit) / limit, computed."""
+    if level.result is not None:
+        level.values = [float(level.result[m.name]) for m in objective.metrics]
+        level.violations = {f"slo:{metric}": min((level.result[metric] - limit) / limit, MAX_VIOLATION)
+                            for metric, limit in objective.slo.items()}  # fmt: skip
+    else:
+        level.violations = {f"slo:{metric}": MAX_VIOLATION for metric in objective.slo}
+    return level
+
+
+class LoadSweep:
+    """Chooses which level to measure next, from what has been measured so far.
+
+    Args:
+        levels: the loads, lightest first.
+        objective: the space's objective (metrics, directions, SLOs).
+        incumbent: the study's best feasible value so far (first metric), or None.
+        cap: levels from this index up are known infeasible before measuring (out-of-memory dominance).
+    """
+
+    def __init__(self, levels: list[dict], objective: Objective, incumbent: float | None = None,
+                 cap: int | None = None) -> None:  # fmt: skip
+        self.levels, self.objective, self.incumbent = levels, objective, incumbent
+        self.cap = len(levels) if cap is None else min(cap, len(levels))
+        self.measured: dict[int, LoadResult] = {}
+        self.benchmarks_run = 0  # levels started, a pruned one included
+        metric = objective.metrics[0]
+        self.bounded = metric.direction == "maximize" and metric.name.endswith(("throughput", "goodput", "_per_s"))
+
+    def next_level(self) -> int | None:
+        """The index of the level to measure next, or None when the sweep is done."""
+        candidates = [i for i in range(self.cap) if i not in self.measured]
+        if not self.objective.slo:
+            return max(candidates) if candidates and not self._cannot_improve(0, own=False) else None
+        low = max((i for i, r in self.measured.items() if r.feasible), default=-1)
+        high = min([i for i, r in self.measured.items() if not r.feasible] + [self.cap])
+        if high - low <= 1 or self._cannot_improve(low + 1):
+            return None
+        if not self.measured:
+            return high - 1  # heaviest first: one benchmark settles most configurations
+        return (low + high) // 2
+
+    def add(self, index: int, level: LoadResult) -> None:
+        self.measured[index] = judged(self.objective, level)
+
+    def _cannot_improve(self, lowest: int, own: bool = True) -> bool:
+        """No unmeasured level from ``lowest`` up can beat the incumbent (or, with ``own``, the sweep's own best):
+        throughput is taken as monotone in load. Without SLOs only the incumbent counts, so every load is measured
+        for a configuration that can still lead (and a throughput that falls with load is seen)."""
+        if not self.bounded:
+            return False
+        bounds = [r.values[0] for i, r in self.measured.items() if i >= lowest and r.values]
+        if not bounds:
+            return False
+        ceiling = min(bounds)  # every level below a measured one has at most its throughput
+        best = self.best() if own else None
+        floors = [v for v in (self.incumbent, best.values[0] if best else None) if v is not None]
+        return bool(floors) and ceiling <= max(floors)
+
+    def best(self) -> LoadResult | None:
+        """The best feasible level measured (first metric, the space's direction; ties: the lighter load)."""
+        feasible = [(i, r) for i, r in self.measured.items() if r.feasible and r.values]
+        if not feasible:
+            return None
+        sign = 1 if self.objective.metrics[0].direction == "maximize" else -1
+        return max(feasible, key=lambda item: (sign * item[1].values[0], -item[0]))[1]
+
+    def closest(self) -> LoadResult | None:
+        """The measured level nearest to feasible (least total SLO violation), for a trial with no feasible level."""
+        measured = [r for r in self.measured.values() if r.result is not None]
+        return min(measured, key=lambda r: r.total_violation) if measured else None
+
+    def lowest_failure(self) -> int | None:
+        """The lightest level that failed (no result), if any: with monotone memory, every heavier one fails too."""
+        return min((i for i, r in self.measured.items() if r.failure is not None), default=None)
+
+    def records(self) -> list[dict]:
+        """Every level measured, in the order of the space's loads (lightest first)."""
+        return [self.measured[i].record() for i in sorted(self.measured)]
