@@ -11,6 +11,8 @@ benchmark, and scrub secrets from the server log. Every way a launch can fail as
 
 from __future__ import annotations
 
+import functools
+import math
 from pathlib import Path
 
 from autotune.bench.client import ClientOptions
@@ -24,6 +26,7 @@ from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, fr
 from autotune.sim.analytic import StartupFailure
 from autotune.sim.engine import SimulatedEngine
 from autotune.sim.models import PerformanceModel
+from autotune.sim.words import word_tokenizer
 from autotune.space import Workload
 
 
@@ -158,11 +161,17 @@ class DirectSimulation:
         Raises:
             LaunchFailed: the model has no result for it (a table's failure row, for instance).
         """
-        requests = build_requests(workload, self.engine.tokenizer(self.config))
+        requests = _simulated_requests(workload.model_copy(update={"max_concurrency": None, "request_rate": math.inf}))
         try:
             return self.model.evaluate(workload, requests, self.config.api_model_name)
         except StartupFailure as exc:
             raise LaunchFailed(exc.kind, str(exc)) from None
+
+
+@functools.lru_cache(maxsize=4)
+def _simulated_requests(workload: Workload) -> list:
+    """A workload's requests in the simulator's words, built once for every load and trial (loads don't change them)."""
+    return build_requests(workload, word_tokenizer())
 
 
 def launch_for(engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0

@@ -204,7 +204,13 @@ class Objective:
             trial.set_user_attr("served_by", redact_spec(launch.spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
         levels = self.space.load_levels(config.engine)
-        sweep = LoadSweep(levels, self.space.objective, self._incumbent(trial), cap)
+        incumbent = self._incumbent(trial)
+        start = (
+            levels.index(incumbent.user_attrs["load"])
+            if incumbent and incumbent.user_attrs.get("load") in levels
+            else None
+        )
+        sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start)
         started, served = time.monotonic(), False
         trial.set_user_attr("launched", True)
         try:
@@ -255,9 +261,10 @@ class Objective:
             finally:
                 trial.set_user_attr("benchmarks", sweep.records())  # as it goes: a pruned trial keeps its levels
 
-    def _incumbent(self, trial: optuna.Trial) -> float | None:
+    def _incumbent(self, trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
+        """The study's best feasible trial so far (single-objective studies only)."""
         best = best_of(trial.study.get_trials(deepcopy=False), self.metrics[0].direction == "maximize")
-        return best.values[0] if best is not None and len(self.metrics) == 1 else None
+        return best if len(self.metrics) == 1 else None
 
     def _node_minutes(self, served: bool, benchmarks: int, wall_s: float) -> float:
         """What the trial cost: its wall time on a real engine; the space's virtual costs on the simulator."""

@@ -17,7 +17,6 @@ import logging
 import math
 import random
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from autotune.bench.datasets import build_requests
@@ -30,7 +29,7 @@ from autotune.sim.words import word_tokenizer
 from autotune.space import ENUMERATION_LIMIT, SearchSpace, Simulation
 
 log = logging.getLogger(__name__)
-PRIOR_PROMPTS = 64  # requests per predicted benchmark: the ranking needs the order, not the last percent
+PRIOR_PROMPTS = 32  # requests per predicted benchmark: the ranking needs the order, not the last percent
 SAMPLED = 2000  # configurations ranked when a space is too large to enumerate
 
 
@@ -54,19 +53,24 @@ def prior_model(space: SearchSpace) -> str | None:
     return "analytic" if space.hardware.gpus > 0 and known and simulated_by != "analytic" else None
 
 
+_RANKINGS: dict[tuple[str, str], list[Ranked]] = {}  # a ranking is deterministic: one per space and model
+
+
 def rank(space: SearchSpace, model: str) -> list[Ranked]:
     """Every launch configuration of the space that passes the static rules, best predicted first."""
-    return list(_rank(space, model))
+    key = (space.model_dump_json(), model)
+    if key not in _RANKINGS:
+        _RANKINGS[key] = _rank(space, model)
+    return list(_RANKINGS[key])
 
 
-@lru_cache(maxsize=16)
-def _rank(space: SearchSpace, model: str) -> tuple[Ranked, ...]:
+def _rank(space: SearchSpace, model: str) -> list[Ranked]:
     simulation = Simulation(performance_model=model, mode="direct")
     ranked = [Ranked(engine, params, _predict(space, simulation, engine, params))
               for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
     sign = 1 if space.objective.metrics[0].direction == "maximize" else -1
     ranked.sort(key=lambda r: (r.predicted is None, -sign * (r.predicted or 0.0)))
-    return tuple(ranked)
+    return ranked
 
 
 def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
@@ -89,7 +93,9 @@ def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
 
 
 def _predict(space: SearchSpace, simulation: Simulation, engine: str, params: dict[str, Any]) -> float | None:
-    """The model's best SLO-feasible value over the space's loads, or None (fails to start, or no load meets SLOs)."""
+    """The model's best SLO-feasible value over the space's loads, or None (fails to start, or no load meets SLOs).
+
+    Loads are evaluated lightest first, up to the first that misses an SLO (latency grows with load)."""
     config = space.point(engine, params).server
     try:
         model = build_model(simulation, config, space.hardware)
@@ -104,8 +110,9 @@ def _predict(space: SearchSpace, simulation: Simulation, engine: str, params: di
         except (StartupFailure, AutotuneError, RuntimeError):
             continue
         value = result.get(objective.metrics[0].name)
-        if value is None or math.isnan(value) or any(result.get(m, math.inf) > limit for m, limit in
-                                                     objective.slo.items()):  # fmt: skip
+        if any(result.get(m, math.inf) > limit for m, limit in objective.slo.items()):
+            break
+        if value is None or math.isnan(value):
             continue
         if best is None or (value > best) == (objective.metrics[0].direction == "maximize"):
             best = value

@@ -69,7 +69,7 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     callback = _KillOrphanAndRetry() if heartbeat_s else None
-    kwargs = {"heartbeat_interval": heartbeat_s, "grace_period": heartbeat_s and 3 * heartbeat_s,
+    kwargs = {"heartbeat_interval": heartbeat_s or None, "grace_period": (heartbeat_s or None) and 3 * heartbeat_s,
               "heartbeat_stale_trial_callback": callback, "engine_kwargs": {"pool_pre_ping": True}}  # fmt: skip
     try:
         for attempt in range(_CREATE_ATTEMPTS):
@@ -249,12 +249,14 @@ class _Heartbeat:
             self.stop.wait(self.interval)
 
     def __enter__(self) -> _Heartbeat:
-        self.thread.start()
+        if self.interval:  # 0: no heartbeats (a study that no other worker watches, e.g. a benchmark's)
+            self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
-        self.thread.join()
+        if self.thread.is_alive():
+            self.thread.join()
 
 
 class _Terminated(BaseException):

@@ -5,8 +5,9 @@ for one launch and finds its best load there. The levels are the space's loads, 
 
 - Without SLOs every level is measured, heaviest first, while the configuration can still beat the incumbent.
 - With SLOs the trial wants the heaviest load that meets them. Latency grows with load, so feasibility is monotone:
-  the heaviest level is measured first (often it is feasible, or already too slow to matter), then the boundary is
-  found by bisection between the heaviest feasible and the lightest infeasible level measured.
+  the first level measured is the one where the study's incumbent met its SLOs (configurations of one space tend to
+  cross their SLOs near each other; the heaviest level while there is no incumbent), then its neighbour up (if it
+  was feasible) or down (if not), then bisection between the heaviest feasible and the lightest infeasible level.
 - Throughput grows with load too (until the engine saturates): a level's throughput bounds every lighter level's.
   So, for a throughput objective, once the remaining levels cannot beat the study's incumbent (or the trial's own
   best), the sweep stops.
@@ -81,11 +82,13 @@ class LoadSweep:
         objective: the space's objective (metrics, directions, SLOs).
         incumbent: the study's best feasible value so far (first metric), or None.
         cap: levels from this index up are known infeasible before measuring (out-of-memory dominance).
+        start: the level to measure first (the incumbent's), or None for the heaviest.
     """
 
     def __init__(self, levels: list[dict], objective: Objective, incumbent: float | None = None,
-                 cap: int | None = None) -> None:  # fmt: skip
-        self.levels, self.objective, self.incumbent = levels, objective, incumbent
+                 cap: int | None = None, start: int | None = None) -> None:  # fmt: skip
+        self.levels, self.objective, self.incumbent, self.start = levels, objective, incumbent, start
+        self.last: int | None = None
         self.cap = len(levels) if cap is None else min(cap, len(levels))
         self.measured: dict[int, LoadResult] = {}
         self.benchmarks_run = 0  # levels started, a pruned one included
@@ -102,11 +105,14 @@ class LoadSweep:
         if high - low <= 1 or self._cannot_improve(low + 1):
             return None
         if not self.measured:
-            return high - 1  # heaviest first: one benchmark settles most configurations
+            return min(self.start, high - 1) if self.start is not None else high - 1
+        if len(self.measured) <= 2 and self.last is not None:  # step next to the last level, then bisect
+            return low + 1 if self.measured[self.last].feasible else high - 1
         return (low + high) // 2
 
     def add(self, index: int, level: LoadResult) -> None:
         self.measured[index] = judged(self.objective, level)
+        self.last = index
 
     def _cannot_improve(self, lowest: int, own: bool = True) -> bool:
         """No unmeasured level from ``lowest`` up can beat the incumbent (or, with ``own``, the sweep's own best):

@@ -47,10 +47,10 @@ def _read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]
             columns = tuple(reader.fieldnames or ())
     except OSError as exc:
         raise UsageError(f"cannot read the performance table {path}: {exc.strerror}; fix: simulate.table") from None
-    unknown = [c for c in columns if c not in KNOBS and c not in ("max_concurrency", "status", *RESULT_COLUMNS)]
+    unknown = [c for c in columns if c not in KNOBS and c not in ("max_concurrency", "status", "message", *RESULT_COLUMNS)]
     if unknown or "status" not in columns or "output_throughput" not in columns:
         raise UsageError(
-            f"{path}: columns must be knob names (knobs.md), max_concurrency, status and result columns "
+            f"{path}: columns must be knob names (knobs.md), max_concurrency, status, message and result columns "
             f"({', '.join(RESULT_COLUMNS)}); unknown: {unknown or 'none'}, status/output_throughput present: "
             f"{'status' in columns}/{'output_throughput' in columns}"
         )
@@ -68,7 +68,8 @@ def _cell(value: object) -> str:
 class TableModel:
     """Replays a CSV of measured results: a row matches when every knob column it has equals the configuration's
     value (an empty cell: the knob unset) and ``max_concurrency`` equals the workload's. A knob the file has no column
-    for matches any value; a configuration no row matches is ``no_data``. ``status`` is ``ok`` or a FailureKind."""
+    for matches any value; a configuration no row matches is ``no_data``. ``status`` is ``ok`` or a FailureKind; an
+    optional ``message`` column gives a failure in the engine's words (what learned rules read)."""
 
     def __init__(self, path: str, config: ServerConfig) -> None:
         self.path, self.config = path, config
@@ -91,7 +92,8 @@ class TableModel:
                 kind = FailureKind(status)
             except ValueError:
                 raise UsageError(f"{self.path}: status {status!r} is not ok or a failure kind") from None
-            raise StartupFailure(kind, f"table {self.path}: measured {status}")
+            message = (row.get("message") or "").strip()
+            raise StartupFailure(kind, f"table {self.path}: measured {status}" + (f": {message}" if message else ""))
         result = {c: float(row[c]) if row.get(c, "").strip() else math.nan for c in RESULT_COLUMNS}
         for stat in ("median", "p99"):  # a table gives means; the median stands in where only the mean is known
             for metric in ("ttft", "tpot"):

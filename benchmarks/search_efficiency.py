@@ -1,0 +1,301 @@
+"""Search efficiency on performance landscapes: GPU time (node-minutes) to reach 95% and 99% of the optimum.
+
+    .venv/bin/python benchmarks/search_efficiency.py [LANDSCAPE.yaml ...] [--seeds 10] [--trials 200] [--json OUT]
+
+A landscape is a search space whose engine is the simulator's table model in direct mode (``simulate:
+{performance_model: table, mode: direct, table: X.csv}``): every (launch configuration, load) of the space has a
+row measured or modelled beforehand (default: every ``benchmarks/landscapes/*.yaml``). The optimum is the best
+SLO-feasible row. Strategies, all in this run, on the same landscapes and seeds:
+
+- ``autotune``: `autotune study run`'s own path (prepare_study + run_trials, the space's defaults: one launch per
+  trial with a load sweep, learned failures, the prior), costs as the study records them (``node_minutes``).
+- ``tpe``: the anchor: a hand-written Optuna loop, plain ``TPESampler``, every suggestion (launch knobs and load
+  alike) launched; SLOs and failures as Optuna 5 constraints.
+- ``random``: the same loop with ``RandomSampler``.
+- ``one_knob``: the seed study's method: from the defaults, each knob in turn over its values, the others at the
+  best so far, repeated until a pass changes nothing.
+
+Cost model (node-minutes) for the anchors, as the space's ``simulate.cost``: a launch measured = launch + one
+benchmark (8 + 2), a failed launch 6, nothing for a configuration ``one_knob`` already measured. A "repeated failed
+launch" is a launch that fails although an earlier failure already ruled it out: the same configuration, or one that
+needs at least the memory of a configuration that ran out at its lightest load (autotune.learning.needs_at_least),
+or, for autotune, one that breaks a rule learned before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autotune.engines import get_engine  # noqa: E402
+from autotune.errors import UnsupportedConfig  # noqa: E402
+from autotune.learning import needs_at_least  # noqa: E402
+from autotune.ranking import feasible  # noqa: E402
+from autotune.sim.analytic import StartupFailure  # noqa: E402
+from autotune.sim.models import TableModel  # noqa: E402
+from autotune.spacefile import load_space  # noqa: E402
+from autotune.study import RunOptions, prepare_study, run_trials  # noqa: E402
+
+STRATEGIES = ("autotune", "tpe", "random", "one_knob")
+TARGETS = (0.95, 0.99)
+
+
+@dataclass
+class Run:
+    """One strategy on one landscape with one seed: the cumulative cost and best value after each trial."""
+
+    costs: list[float] = field(default_factory=list)
+    bests: list[float] = field(default_factory=list)
+    failed_launches: int = 0
+    repeated_failures: int = 0
+
+    def reached(self, target: float) -> tuple[int, float] | None:
+        """(trials, node-minutes) when the best so far first reached ``target``, or None."""
+        for i, best in enumerate(self.bests):
+            if best >= target:
+                return i + 1, self.costs[i]
+        return None
+
+
+class Landscape:
+    """The table behind a space: outcomes of (launch configuration, load), and its optimum."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.space = path, load_space(path)
+        self.engine = next(iter(self.space.engines))
+        self.cost = self.space.simulate.cost
+        self.params = self.space.engine_params(self.engine)
+        self.cache: dict[str, dict | str] = {}
+        # the best feasible row among configurations the static rules let through (no strategy launches the others)
+        self.optimum = max(v for p in self.space.enumerate(self.engine) if self._passes(p) and (v := self.value(p)))
+
+    def _passes(self, point) -> bool:
+        try:
+            get_engine(self.engine).check(point.server, self.space.hardware)
+        except UnsupportedConfig:
+            return False
+        return True
+
+    def outcome(self, point) -> dict | str:
+        """The row's result, or its failure kind."""
+        key = json.dumps([point.server.model_dump(mode="json"), point.client], sort_keys=True)
+        if key not in self.cache:
+            workload = self.space.workload.model_copy(update=point.client)
+            try:
+                self.cache[key] = TableModel(self.space.simulate.table, point.server).evaluate(
+                    workload, [None] * workload.num_prompts, "m"
+                )
+            except StartupFailure as exc:
+                self.cache[key] = exc.kind.value
+        return self.cache[key]
+
+    def value(self, point) -> float | None:
+        """The objective of a feasible row, else None."""
+        result = self.outcome(point)
+        if isinstance(result, str) or any(result[m] > limit for m, limit in self.space.objective.slo.items()):
+            return None
+        return result[self.space.objective.metrics[0].name]
+
+
+def run_autotune(landscape: Landscape, seed: int, trials: int) -> Run:
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
+        options = RunOptions(name="s", storage=f"sqlite:///{tmp}/s.db", studies_dir=Path(tmp), n_trials=trials,
+                             seed=seed, heartbeat_s=0)  # fmt: skip
+        study = run_trials(prepare_study(landscape.space, landscape.path, options))
+        run, spent, best = Run(), 0.0, 0.0
+        failed_configs: list = []
+        for trial in sorted(study.trials, key=lambda t: t.number):
+            attrs = trial.user_attrs
+            spent += attrs.get("node_minutes") or 0.0
+            if attrs.get("load") and feasible(trial):
+                best = max(best, trial.values[0])
+            failed = attrs.get("launched") and attrs.get("failure_kind")
+            if failed:
+                run.failed_launches += 1
+                config = landscape.space.point_from_params(trial.params).server
+                run.repeated_failures += _ruled_out(config, failed_configs)
+                failed_configs.append((config, attrs["failure_kind"]))
+            run.costs.append(spent)
+            run.bests.append(best)
+        return run
+
+
+def _ruled_out(config, failures: list) -> bool:
+    return any(config == seen or (kind == "oom" and needs_at_least(config, seen)) for seen, kind in failures)
+
+
+def run_sampler(landscape: Landscape, seed: int, trials: int, sampler: optuna.samplers.BaseSampler) -> Run:
+    """The hand-written loop: every suggestion launched and benchmarked at the suggested load."""
+    space, cost = landscape.space, landscape.cost
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    run, spent, best = Run(), 0.0, 0.0
+    failures: list = []
+    for _ in range(trials):
+        trial = study.ask()
+        point = space.point(landscape.engine, {n: p.suggest(trial, n) for n, p in landscape.params.items()})
+        result = landscape.outcome(point)
+        if isinstance(result, str):
+            spent += cost.failed_launch_min
+            run.failed_launches += 1
+            run.repeated_failures += _ruled_out(point.server, [(c, k) for c, k, load in failures
+                                                                if k == "oom" or load == point.client])  # fmt: skip
+            failures.append((point.server, result, point.client))
+            trial.set_constraint("launch", 1.0)
+            for metric in space.objective.slo:
+                trial.set_constraint(metric, 1.0)
+            study.tell(trial, 0.0)
+        else:
+            spent += cost.launch_min + cost.benchmark_min
+            violations = {m: (result[m] - limit) / limit for m, limit in space.objective.slo.items()}
+            trial.set_constraint("launch", 0.0)
+            for metric, violation in violations.items():
+                trial.set_constraint(metric, violation)
+            value = result[space.objective.metrics[0].name]
+            if all(v <= 0 for v in violations.values()):
+                best = max(best, value)
+            study.tell(trial, value)
+        run.costs.append(spent)
+        run.bests.append(best)
+    return run
+
+
+def run_one_knob(landscape: Landscape, seed: int, trials: int) -> Run:
+    """The seed study's method: one knob at a time from the defaults (knob order shuffled by the seed)."""
+    import random
+
+    space, cost = landscape.space, landscape.cost
+    names = list(landscape.params)
+    random.Random(seed).shuffle(names)
+    current = {n: p.default_value() for n, p in landscape.params.items()}
+    run, spent, best, seen = Run(), 0.0, 0.0, set()
+    current_value = -math.inf
+    changed = True
+    while changed and len(run.costs) < trials:
+        changed = False
+        for name in names:
+            for value in landscape.params[name].values():
+                candidate = current | {name: value}
+                key = json.dumps(candidate, sort_keys=True, default=str)
+                if key in seen or len(run.costs) >= trials:
+                    continue
+                seen.add(key)
+                point = space.point(landscape.engine, candidate)
+                result = landscape.outcome(point)
+                if isinstance(result, str):
+                    spent += cost.failed_launch_min
+                    run.failed_launches += 1
+                else:
+                    spent += cost.launch_min + cost.benchmark_min
+                measured = landscape.value(point)
+                if measured is not None and measured > current_value:
+                    current, current_value, changed = candidate, measured, True
+                    best = max(best, measured)
+                run.costs.append(spent)
+                run.bests.append(best)
+    return run
+
+
+def run_strategy(name: str, landscape: Landscape, seed: int, trials: int) -> Run:
+    if name == "autotune":
+        return run_autotune(landscape, seed, trials)
+    if name == "tpe":
+        return run_sampler(landscape, seed, trials, optuna.samplers.TPESampler(seed=seed))
+    if name == "random":
+        return run_sampler(landscape, seed, trials, optuna.samplers.RandomSampler(seed=seed))
+    return run_one_knob(landscape, seed, trials)
+
+
+def summarize(runs: list[Run], optimum: float) -> dict:
+    row: dict = {"seeds": len(runs)}
+    for share in TARGETS:
+        hits = [hit for run in runs if (hit := run.reached(share * optimum * (1 - 1e-9))) is not None]
+        pct = round(100 * share)
+        row[f"reached_{pct}"] = len(hits)
+        row[f"median_node_min_{pct}"] = statistics.median(h[1] for h in hits) if hits else None
+        row[f"median_trials_{pct}"] = statistics.median(h[0] for h in hits) if hits else None
+    row["failed_launches"] = sum(r.failed_launches for r in runs)
+    row["repeated_failed_launches"] = sum(r.repeated_failures for r in runs)
+    row["best_share_median"] = statistics.median(r.bests[-1] / optimum for r in runs)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("landscapes", nargs="*", type=Path)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--json", type=Path, help="also write every summary row here")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.disable(logging.WARNING)
+    paths = args.landscapes or sorted((REPO / "benchmarks" / "landscapes").glob("*.yaml"))
+    strategies = args.strategies.split(",")
+    rows, pooled = [], {s: [] for s in strategies}
+    for path in paths:
+        landscape = Landscape(path)
+        for strategy in strategies:
+            started = time.monotonic()
+            runs = [run_strategy(strategy, landscape, seed, args.trials) for seed in range(args.seeds)]
+            pooled[strategy] += [(run, landscape.optimum) for run in runs]
+            row = {"landscape": path.stem, "strategy": strategy, **summarize(runs, landscape.optimum),
+                   "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
+            rows.append(row)
+            print(_line(row), flush=True)
+    print("\nall landscapes pooled (each seed's run against its own landscape's optimum):")
+    pooled_rows = {s: _pooled(s, runs) for s, runs in pooled.items()}
+    for row in pooled_rows.values():
+        print(_line(row))
+    _print_ratios(pooled_rows)
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "pooled": list(pooled_rows.values())}, indent=1))
+
+
+def _pooled(strategy: str, runs: list[tuple[Run, float]]) -> dict:
+    scaled = []
+    for run, optimum in runs:  # every run rescaled to its optimum = 1
+        scaled.append(Run(run.costs, [b / optimum for b in run.bests], run.failed_launches, run.repeated_failures))
+    return {"landscape": "pooled", "strategy": strategy, **summarize(scaled, 1.0)}
+
+
+def _line(row: dict) -> str:
+    def fmt(value):
+        return "-" if value is None else (f"{value:.0f}" if isinstance(value, float) else str(value))
+
+    return (f"{row['landscape']:<28} {row['strategy']:<9} 95%: {row['reached_95']}/{row['seeds']} seeds, "
+            f"median {fmt(row['median_node_min_95'])} node-min / {fmt(row['median_trials_95'])} trials | "
+            f"99%: {row['reached_99']}/{row['seeds']}, median {fmt(row['median_node_min_99'])} node-min / "
+            f"{fmt(row['median_trials_99'])} trials | failed launches {row['failed_launches']}, repeated "
+            f"{row['repeated_failed_launches']} | final best {row['best_share_median']:.3f}")  # fmt: skip
+
+
+def _print_ratios(rows: dict) -> None:
+    anchor = rows.get("tpe")
+    ours = rows.get("autotune")
+    if not anchor or not ours:
+        return
+    for pct in (95, 99):
+        a, o = anchor[f"median_node_min_{pct}"], ours[f"median_node_min_{pct}"]
+        if a and o:
+            print(f"ratio, median node-minutes to {pct}%: plain TPE / autotune = {a / o:.2f}x")
+        share_a, share_o = anchor[f"reached_{pct}"] / anchor["seeds"], ours[f"reached_{pct}"] / ours["seeds"]
+        print(f"share of seeds reaching {pct}%: autotune {share_o:.0%}, plain TPE {share_a:.0%}")
+
+
+if __name__ == "__main__":
+    main()
