@@ -6,8 +6,8 @@ for one launch and finds its best load there. The levels are the space's loads, 
 - Without SLOs every level is measured, heaviest first, while the configuration can still beat the incumbent.
 - With SLOs the trial wants the heaviest load that meets them. Latency grows with load, so feasibility is monotone:
   the first level measured is the one where the study's incumbent met its SLOs (configurations of one space tend to
-  cross their SLOs near each other; the heaviest level while there is no incumbent), then its neighbour up (if it
-  was feasible) or down (if not), then bisection between the heaviest feasible and the lightest infeasible level.
+  cross their SLOs near each other), then its neighbour up (if it was feasible) or down (if not); without an
+  incumbent, the heaviest level. Then bisection between the heaviest feasible and the lightest infeasible level.
 - Throughput grows with load too (until the engine saturates): a level's throughput bounds every lighter level's.
   So, for a throughput objective, once the remaining levels cannot beat the study's incumbent (or the trial's own
   best), the sweep stops.
@@ -106,7 +106,7 @@ class LoadSweep:
             return None
         if not self.measured:
             return min(self.start, high - 1) if self.start is not None else high - 1
-        if len(self.measured) <= 2 and self.last is not None:  # step next to the last level, then bisect
+        if len(self.measured) == 1 and self.start is not None:  # next to where the incumbent's boundary was
             return low + 1 if self.measured[self.last].feasible else high - 1
         return (low + high) // 2
 
