@@ -79,7 +79,8 @@ def test_a_learned_rule_survives_a_restart_and_reaches_a_second_worker(tmp_path,
     launched_mtp = [t for t in trials if t["params"].get("speculative") == "mtp:1" and t["launched"]]
     assert [t["number"] for t in launched_mtp] == [0]  # launched once, then refused
     shown = autotune("study", "show", pg_name, "--storage", POSTGRES, studies=studies).stdout
-    assert "learnedrule'learned:speculative=mtp:1'(trial0" in "".join(shown.split())  # rich wraps long lines
+    assert "learned:speculative=mtp:1" in "".join(shown.split())  # rich wraps long lines
+    assert show(pg_name, studies, "--storage", POSTGRES)["learned_rules"]["learned:speculative=mtp:1"]["trial"] == 0
 
 
 def test_oom_dominance_in_a_study_blocks_hungrier_and_keeps_leaner_configurations(tmp_path) -> None:
@@ -102,9 +103,9 @@ def test_oom_dominance_in_a_study_blocks_hungrier_and_keeps_leaner_configuration
         "simulate": {"performance_model": "table", "table": str(table), "mode": "direct"},
     }))  # fmt: skip
     space = load_space(space_file)
-    options = RunOptions("oom", f"sqlite:///{tmp_path}/oom.db", tmp_path, n_trials=4, heartbeat_s=0)
+    options = RunOptions("oom", f"sqlite:///{tmp_path}/oom.db", tmp_path, n_trials=1, heartbeat_s=0)  # the baseline
     prepared = prepare_study(space, space_file, options)
-    for params in ({"max_num_seqs": 512}, {"max_num_seqs": 128}, {"max_num_seqs": 64}):
+    for params in ({"max_num_seqs": 512}, {"max_num_seqs": 128}, {"max_num_seqs": 64}):  # then these, in order
         prepared.study.enqueue_trial(params, user_attrs={"slot": True})
     trials = {t.params["max_num_seqs"]: t for t in run_trials(prepared).trials}
     assert trials[256].user_attrs["failure_kind"] == "oom" and trials[256].user_attrs["oom_from_level"] == 0
