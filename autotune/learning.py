@@ -43,7 +43,9 @@ def rule_name(param: str, value: Any) -> str:
 def learned_rules(study: optuna.Study) -> dict[str, dict]:
     """The study's learned rules by name: ``{param, value, kind, reason, trial}``."""
     attrs = study.user_attrs
-    return {"learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items() if key.startswith(RULE_PREFIX)}
+    return {
+        "learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items() if key.startswith(RULE_PREFIX)
+    }
 
 
 def broken_learned_rule(study: optuna.Study, params: dict[str, Any]) -> dict | None:

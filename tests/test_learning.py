@@ -37,7 +37,9 @@ def test_dominance_never_blocks_a_configuration_that_needs_less_memory(oom, cand
         and getattr(oom, k) is not None
         and _memory_rank(k, getattr(candidate, k)) < _memory_rank(k, getattr(oom, k))
         for k in MEMORY
-    ) or any(k not in ORDER and k != "tp" and (getattr(candidate, k) is None) != (getattr(oom, k) is None) for k in MEMORY)
+    ) or any(
+        k not in ORDER and k != "tp" and (getattr(candidate, k) is None) != (getattr(oom, k) is None) for k in MEMORY
+    )
     if less:  # smaller in some memory knob (or not comparable): never ruled out by this failure
         assert not needs_at_least(candidate, oom)
 
@@ -59,7 +61,11 @@ def test_more_memory_in_every_knob_is_dominated_and_other_knobs_must_match() -> 
 
 def test_a_failure_names_the_one_parameter_whose_value_its_error_line_mentions() -> None:
     config = ServerConfig(engine="vllm", model="m", max_num_seqs=16, dtype="bfloat16", speculative="mtp:1")
-    params = {"max_num_seqs": {"max_num_seqs": 16}, "dtype": {"dtype": "bfloat16"}, "speculative": {"speculative": "mtp:1"}}
+    params = {
+        "max_num_seqs": {"max_num_seqs": 16},
+        "dtype": {"dtype": "bfloat16"},
+        "speculative": {"speculative": "mtp:1"},
+    }
     log = "INFO starting with bfloat16 weights\nNotImplementedError: Unsupported speculative method: 'mtp'\n"
     assert named_params(get_engine("vllm"), config, params, log) == ["speculative"]
     assert named_params(get_engine("vllm"), config, params, "RuntimeError: Engine core initialization failed") == []

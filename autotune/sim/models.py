@@ -47,7 +47,9 @@ def _read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]
             columns = tuple(reader.fieldnames or ())
     except OSError as exc:
         raise UsageError(f"cannot read the performance table {path}: {exc.strerror}; fix: simulate.table") from None
-    unknown = [c for c in columns if c not in KNOBS and c not in ("max_concurrency", "status", "message", *RESULT_COLUMNS)]
+    unknown = [
+        c for c in columns if c not in KNOBS and c not in ("max_concurrency", "status", "message", *RESULT_COLUMNS)
+    ]
     if unknown or "status" not in columns or "output_throughput" not in columns:
         raise UsageError(
             f"{path}: columns must be knob names (knobs.md), max_concurrency, status, message and result columns "

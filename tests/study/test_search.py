@@ -28,7 +28,9 @@ def test_one_launch_sweeps_the_loads_and_finds_the_slo_boundary(tmp_path, studie
     data = yaml.safe_load(space.read_text())
     data["workload"]["num_prompts"] = 48
     space.write_text(yaml.safe_dump(data))
-    done = autotune("study", "run", str(space), "--n-trials", "3", "--seed", "0", "--executable", ENGINE, studies=studies)
+    done = autotune(
+        "study", "run", str(space), "--n-trials", "3", "--seed", "0", "--executable", ENGINE, studies=studies
+    )
     assert done.returncode == 0, done.stderr
     report = show("scripted", studies)
     trials = [t for t in report["trials"] if t["duplicate_of"] is None]
@@ -44,7 +46,7 @@ def test_one_launch_sweeps_the_loads_and_finds_the_slo_boundary(tmp_path, studie
     assert trials[0]["params"]["max_num_seqs"] == 8 and trials[0]["feasible"]  # the baseline
     best = json.loads(autotune("study", "best", "scripted", "--format", "json", studies=studies).stdout)
     assert best["load"] == {"max_concurrency": 8}
-    assert ["--max-concurrency", "8"] == best["bench"][best["bench"].index("--max-concurrency"):][:2]
+    assert best["bench"][best["bench"].index("--max-concurrency") :][:2] == ["--max-concurrency", "8"]
     assert "measured on one launch" in done.stderr
 
 
@@ -90,7 +92,9 @@ def test_oom_dominance_in_a_study_blocks_hungrier_and_keeps_leaner_configuration
             "mean_tpot_ms,p99_tpot_ms"]  # fmt: skip
     for seqs, value in ((64, 100), (128, 200), (256, None), (512, None)):
         for load in (8, 16):
-            rows.append(f"{seqs},{load},oom,,,,,," if value is None else f"{seqs},{load},ok,{value},{value + load},1,1,1,1")
+            rows.append(
+                f"{seqs},{load},oom,,,,,," if value is None else f"{seqs},{load},ok,{value},{value + load},1,1,1,1"
+            )
     table.write_text("\n".join(rows) + "\n")
     space_file = tmp_path / "space.yaml"
     space_file.write_text(yaml.safe_dump({
