@@ -78,8 +78,16 @@ def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, s
         ]
         if serving and any(t.state.name == "COMPLETE" for t in trials):
             tuner.kill()  # SIGKILL: no cleanup at all; the engine (own session) survives as an orphan
-            orphan = serving[0].user_attrs["engine_process"]["pgid"]
+            tuner.wait()
+            # read again after the kill: the trial seen serving may have finished (and stopped its engine) meanwhile
+            trials = _trials(studies)
+            left = [t for t in trials if t.state.name == "RUNNING"
+                    and recorded_group_alive(t.user_attrs.get("engine_process"))]  # fmt: skip
+            orphan = left[0].user_attrs["engine_process"]["pgid"] if left else None
             completed_before = [(t.number, t.values) for t in trials if t.state.name == "COMPLETE"]
+            if orphan is None:  # killed between two trials: nothing was orphaned this time; start again
+                tuner = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)  # fmt: skip
     tuner.wait()
     assert orphan, "never saw a running engine after a completed trial"
     assert group_alive(orphan)
