@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune import learning
+from autotune import learning, refine
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
@@ -181,8 +181,10 @@ class Objective:
             optuna.storages.fail_stale_trials(trial.study)  # a dead worker's trial must not keep us waiting
 
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
-        """An exact duplicate is never launched again: it gets the earlier trial's outcome."""
+        """An exact duplicate is never launched again: it gets the earlier trial's outcome, and the next empty slot an
+        untried neighbour of the incumbent (``autotune.refine``)."""
         trial.set_user_attr("duplicate_of", previous.number)
+        self._refine(trial)
         for name in ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
                      "total_token_throughput"):  # fmt: skip
             if name in previous.user_attrs:
@@ -192,6 +194,18 @@ class Objective:
         for name, value in previous.constraints.items():
             trial.set_constraint(name, value)
         return list(previous.values)
+
+    def _refine(self, trial: optuna.Trial) -> None:
+        incumbent = self._incumbent(trial)
+        if incumbent is None or not self.space.search.refine:
+            return
+        trials = trial.study.get_trials(deepcopy=False)
+        tried = {t.user_attrs.get("config_key") for t in trials}
+        tried |= {config_key(self.space.point_from_params(t.system_attrs["fixed_params"])) for t in trials
+                  if t.state == optuna.trial.TrialState.WAITING and t.system_attrs.get("fixed_params")}  # fmt: skip
+        neighbour = refine.untried_neighbour(trial.study, self.space, incumbent, tried, config_key)
+        if neighbour is not None:
+            refine.fill_next_slot(trial.study, neighbour, incumbent.number)
 
     # -- a launch and its sweep ---------------------------------------------------------------------------------
     def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None) -> list[float]:

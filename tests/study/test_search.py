@@ -115,3 +115,34 @@ def test_oom_dominance_in_a_study_blocks_hungrier_and_keeps_leaner_configuration
     assert trials[256].user_attrs["failure_kind"] == "oom" and trials[256].user_attrs["oom_from_level"] == 0
     assert trials[512].user_attrs["rejected_by"] == "oom_dominance:0" and not trials[512].user_attrs["launched"]
     assert trials[128].values == [216.0] and trials[64].values == [116.0]  # less memory: launched and measured
+
+
+def test_a_duplicate_suggestion_hands_the_next_slot_to_an_untried_neighbour_of_the_incumbent(tmp_path) -> None:
+    table = tmp_path / "t.csv"
+    rows = ["max_num_seqs,max_num_batched_tokens,max_concurrency,status,output_throughput,total_token_throughput,"
+            "mean_ttft_ms,p99_ttft_ms,mean_tpot_ms,p99_tpot_ms"]  # fmt: skip
+    rows += [f"{s},{b},8,ok,{s + b},{s + b},1,1,1,1" for s in (64, 128) for b in (1024, 2048)]
+    table.write_text("\n".join(rows) + "\n")
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(yaml.safe_dump({
+        "hardware": {"gpus": 8, "gpu_memory_gb": 141, "gpu": "H200"},
+        "engines": {"vllm": {"version": "0.13.0", "fixed": {"model": "deepseek-ai/DeepSeek-V3", "tp": 8}}},
+        "params": {"max_num_seqs": {"choices": [64, 128], "default": 64},
+                   "max_num_batched_tokens": {"choices": [1024, 2048], "default": 1024}},
+        "workload": {"dataset": "random", "input_len": 16, "output_len": 8, "num_prompts": 8, "max_concurrency": 8},
+        "simulate": {"performance_model": "table", "table": str(table), "mode": "direct"},
+        "search": {"prior": "none"},
+    }))  # fmt: skip
+    space = load_space(space_file)
+    options = RunOptions("refine", f"sqlite:///{tmp_path}/r.db", tmp_path, n_trials=1, seed=0, heartbeat_s=0)
+    prepared = prepare_study(space, space_file, options)  # one slot: the baseline
+    prepared.study.enqueue_trial({"max_num_seqs": 64, "max_num_batched_tokens": 1024}, user_attrs={"slot": True})
+    prepared.study.enqueue_trial({}, user_attrs={"slot": True})  # an empty slot, for the sampler
+    trials = run_trials(prepared).trials  # the baseline, its duplicate, then the empty slot: filled by the duplicate
+    by_role = {("dup" if "duplicate_of" in t.user_attrs else "neighbour" if "neighbour_of" in t.user_attrs
+                else "baseline"): t for t in trials}  # fmt: skip
+    assert len(trials) == 3 and set(by_role) == {"baseline", "dup", "neighbour"}
+    neighbour = by_role["neighbour"]
+    assert neighbour.user_attrs["neighbour_of"] == by_role["baseline"].number and neighbour.user_attrs["launched"]
+    changed = {k for k, v in neighbour.params.items() if by_role["baseline"].params[k] != v}
+    assert len(changed) == 1  # one parameter away from the incumbent, and not tried before
