@@ -26,11 +26,11 @@ from autotune.sim.analytic import StartupFailure
 from autotune.sim.models import build_model
 from autotune.sim.specs import model_shape
 from autotune.sim.words import word_tokenizer
-from autotune.space import ENUMERATION_LIMIT, SearchSpace, Simulation
+from autotune.space import SearchSpace, Simulation
 
 log = logging.getLogger(__name__)
 PRIOR_PROMPTS = 32  # requests per predicted benchmark: the ranking needs the order, not the last percent
-SAMPLED = 2000  # configurations ranked when a space is too large to enumerate
+RANKED_LIMIT = 400  # at most this many configurations are ranked (a random sample beyond): minutes, not hours
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,12 @@ def _rank(space: SearchSpace, model: str) -> list[Ranked]:
 def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
     params = space.launch_params(engine)
     names, values = list(params), [p.values() for p in params.values()]
-    if space.launch_size(engine) <= ENUMERATION_LIMIT:
+    if space.launch_size(engine) <= RANKED_LIMIT:
         combos = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
     else:
         rng = random.Random(0)
-        combos = [{n: p.sample(rng) for n, p in params.items()} for _ in range(SAMPLED)]
+        combos = [{n: p.sample(rng) for n, p in params.items()} for _ in range(RANKED_LIMIT)]
+        log.info("prior: ranking a random sample of %d of the space's launch configurations", RANKED_LIMIT)
     adapter = get_engine(engine)
     passing = []
     for combo in combos:
