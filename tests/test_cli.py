@@ -105,7 +105,7 @@ def test_space_show_json() -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     vllm = summary["engines"]["vllm"]
-    assert vllm["size"] == 96 and vllm["rejected_by_rules"]["exact"]
+    assert vllm["size"] == 96 and vllm["loads"] == 2 and vllm["rejected_by_rules"]["exact"]
     assert vllm["version"] == "0.32.0"
     assert "batched-tokens-cover-seqs" in vllm["rules"]
     assert vllm["params"]["max_num_seqs"] == "choices [4, 16, 64, 128] (default 4)"
@@ -122,7 +122,7 @@ def test_space_show_estimates_large_spaces() -> None:
 def test_space_show_prints_tables() -> None:
     result = run("space", "show", DEEPSEEK)
     assert result.exit_code == 0
-    assert "sparse-attention-backend" in result.stdout and "size: 270000 points" in result.stdout
+    assert "sparse-attention-backend" in result.stdout and "size: 270000 launch configurations × 1 loads" in result.stdout
 
 
 def test_debug_shows_the_traceback(monkeypatch) -> None:

@@ -71,9 +71,11 @@ def test_baselines_are_the_seed_step_1_launches() -> None:
 
 def test_tiny_space_enumerates_its_size_and_defaults_to_the_slow_config() -> None:
     space = load_space(SPACES / "vllm-cpu-tiny.yaml")
-    points = list(space.enumerate("vllm"))
-    assert len(points) == space.size("vllm") == 96
+    points = list(space.enumerate("vllm", launches_only=True))
+    assert len(points) == space.launch_size("vllm") == 96 and space.size("vllm") == 96 * 2  # × 2 loads, swept
     assert len({p.server.model_dump_json() for p in points}) == 96
+    assert space.load_levels("vllm") == [{"max_concurrency": 16}, {"max_concurrency": 64}]
+    assert "max_concurrency" not in space.launch_params("vllm")
     default = space.default_point("vllm").server
     assert (default.max_num_seqs, default.dtype, default.cuda_graph, default.speculative) == (4, "float32", False, None)
 

@@ -57,7 +57,8 @@ def summarize(space: SearchSpace) -> dict[str, Any]:
             "model": _model_note(default.model),
             "fixed": {**space.fixed, **section.fixed},
             "params": {param: _describe(p) for param, p in space.engine_params(name).items()},
-            "size": _count(space.size(name)),
+            "size": _count(space.launch_size(name)),  # launch configurations; each is swept over the loads
+            "loads": len(space.load_levels(name)),
             "rejected_by_rules": _rejected_share(space, name),
             "rules": {rule.name: rule.description for rule in adapter.rules},
         }
@@ -95,9 +96,13 @@ def _count(size: float) -> int | str:
 
 def _rejected_share(space: SearchSpace, engine: str) -> dict[str, Any]:
     """The share of the space the static rules reject before launch: counted exactly, or estimated from a sample."""
-    exact = space.size(engine) <= ENUMERATION_LIMIT
+    exact = space.launch_size(engine) <= ENUMERATION_LIMIT
     rng = random.Random(0)
-    points = space.enumerate(engine) if exact else (space.random_point(engine, rng) for _ in range(_SAMPLE_SIZE))
+    points = (
+        space.enumerate(engine, launches_only=True)
+        if exact
+        else (space.random_point(engine, rng) for _ in range(_SAMPLE_SIZE))
+    )
     rules = list(broken_rules(engine, (p.server for p in points), space.hardware))
     rejected = sum(rule is not None for rule in rules)
     return {"rejected": rejected, "checked": len(rules), "exact": exact, "share": rejected / len(rules)}
@@ -117,7 +122,7 @@ def _print_summary(summary: dict[str, Any], console: Console) -> None:
         rejected = info["rejected_by_rules"]
         how = "" if rejected["exact"] else f" (estimated from {rejected['checked']} random points)"
         console.print(
-            f"size: {info['size']} points; static rules reject {rejected['share']:.0%} before any launch{how}"
+            f"size: {info['size']} launch configurations × {info['loads']} loads; static rules reject {rejected['share']:.0%} before any launch{how}"
         )
         rules = Table("static rule (checked before launch)", "what it requires", title_justify="left")
         for rule, text in info["rules"].items():
