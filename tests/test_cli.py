@@ -122,7 +122,9 @@ def test_space_show_estimates_large_spaces() -> None:
 def test_space_show_prints_tables() -> None:
     result = run("space", "show", DEEPSEEK)
     assert result.exit_code == 0
-    assert "sparse-attention-backend" in result.stdout and "size: 270000 launch configurations × 1 loads" in result.stdout
+    assert (
+        "sparse-attention-backend" in result.stdout and "size: 270000 launch configurations × 1 loads" in result.stdout
+    )
 
 
 def test_debug_shows_the_traceback(monkeypatch) -> None:
