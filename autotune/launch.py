@@ -161,7 +161,7 @@ class DirectSimulation:
         Raises:
             LaunchFailed: the model has no result for it (a table's failure row, for instance).
         """
-        requests = _simulated_requests(workload.model_copy(update={"max_concurrency": None, "request_rate": math.inf}))
+        requests = simulated_requests(workload.model_copy(update={"max_concurrency": None, "request_rate": math.inf}))
         try:
             return self.model.evaluate(workload, requests, self.config.api_model_name)
         except StartupFailure as exc:
@@ -169,7 +169,7 @@ class DirectSimulation:
 
 
 @functools.lru_cache(maxsize=4)
-def _simulated_requests(workload: Workload) -> list:
+def simulated_requests(workload: Workload) -> list:
     """A workload's requests in the simulator's words, built once for every load and trial (loads don't change them)."""
     return build_requests(workload, word_tokenizer())
 

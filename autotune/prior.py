@@ -19,13 +19,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.bench.datasets import build_requests
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UnsupportedConfig
+from autotune.launch import simulated_requests
 from autotune.sim.analytic import StartupFailure
 from autotune.sim.models import build_model
 from autotune.sim.specs import model_shape
-from autotune.sim.words import word_tokenizer
 from autotune.space import SearchSpace, Simulation
 
 log = logging.getLogger(__name__)
@@ -107,7 +106,10 @@ def _predict(space: SearchSpace, simulation: Simulation, engine: str, params: di
         workload = space.workload.model_copy(update={**load, "num_prompts": min(space.workload.num_prompts,
                                                                                PRIOR_PROMPTS)})  # fmt: skip
         try:
-            result = model.evaluate(workload, build_requests(workload, word_tokenizer()), config.api_model_name)
+            requests = simulated_requests(
+                workload.model_copy(update={"max_concurrency": None, "request_rate": math.inf})
+            )
+            result = model.evaluate(workload, requests, config.api_model_name)
         except (StartupFailure, AutotuneError, RuntimeError):
             continue
         value = result.get(objective.metrics[0].name)

@@ -4,8 +4,10 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 
@@ -42,3 +44,24 @@ def show(name: str, studies: Path, *extra: str) -> dict:
 @pytest.fixture
 def studies(tmp_path: Path) -> Path:
     return tmp_path / "studies"
+
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def _postgres_or_skip() -> None:
+    try:
+        import psycopg
+
+        psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=test", connect_timeout=3).close()
+    except Exception as exc:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 not reachable: {exc}")
+
+
+@pytest.fixture
+def pg_study():
+    """A fresh study name on the PostgreSQL server (skipped where it is not reachable), deleted afterwards."""
+    _postgres_or_skip()
+    name = f"study-{uuid.uuid4().hex[:8]}"
+    yield name
+    optuna.delete_study(study_name=name, storage=POSTGRES)

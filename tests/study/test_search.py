@@ -4,7 +4,6 @@ learned rule outlives the process and reaches a second worker on PostgreSQL, OOM
 from __future__ import annotations
 
 import json
-import uuid
 
 import optuna
 import pytest
@@ -13,8 +12,7 @@ import yaml
 from autotune.learning import learned_rules
 from autotune.spacefile import load_space
 from autotune.study import RunOptions, prepare_study, run_trials
-from tests.study.conftest import ENGINE, autotune, show, write_space
-from tests.study.test_workers_and_secrets import POSTGRES, _postgres_or_skip
+from tests.study.conftest import ENGINE, POSTGRES, autotune, show, write_space
 
 # The scripted engine serves at most max_num_seqs streams at once and queues the rest: beyond that concurrency a
 # request waits a whole stream (16 tokens × 5 ms) before its first token, so TTFT jumps from ~10 ms to ≥ 80 ms.
@@ -50,39 +48,31 @@ def test_one_launch_sweeps_the_loads_and_finds_the_slo_boundary(tmp_path, studie
     assert "measured on one launch" in done.stderr
 
 
-@pytest.fixture
-def pg_name():
-    _postgres_or_skip()
-    name = f"learned-{uuid.uuid4().hex[:8]}"
-    yield name
-    optuna.delete_study(study_name=name, storage=POSTGRES)
-
-
-def test_a_learned_rule_survives_a_restart_and_reaches_a_second_worker(tmp_path, studies, pg_name) -> None:
+def test_a_learned_rule_survives_a_restart_and_reaches_a_second_worker(tmp_path, studies, pg_study) -> None:
     # the baseline uses speculative decoding, which the scripted engine refuses at start-up with vLLM-CPU's message
     space = write_space(tmp_path, params={"max_num_seqs": {"choices": [2, 8], "default": 2},
                                           "speculative": {"choices": [None, "mtp:1"], "default": "mtp:1"}})  # fmt: skip
-    first = autotune("study", "run", str(space), "--study", pg_name, "--storage", POSTGRES, "--n-trials", "1",
+    first = autotune("study", "run", str(space), "--study", pg_study, "--storage", POSTGRES, "--n-trials", "1",
                      "--executable", ENGINE, studies=studies)  # fmt: skip
     assert first.returncode != 0 and "no feasible trial" in first.stderr  # the only trial failed
-    study = optuna.load_study(study_name=pg_name, storage=POSTGRES)
+    study = optuna.load_study(study_name=pg_study, storage=POSTGRES)
     assert learned_rules(study)["learned:speculative=mtp:1"]["trial"] == 0
     # another configuration with the learned value, for the next worker: a new process on the same storage
     study.enqueue_trial({"max_num_seqs": 8, "speculative": "mtp:1"}, user_attrs={"slot": True})
     study.enqueue_trial({"max_num_seqs": 8, "speculative": None}, user_attrs={"slot": True})  # one that serves
-    second = autotune("study", "run", str(space), "--study", pg_name, "--storage", POSTGRES, "--n-trials", "3",
+    second = autotune("study", "run", str(space), "--study", pg_study, "--storage", POSTGRES, "--n-trials", "3",
                       "--seed", "1", "--executable", ENGINE, studies=studies)  # fmt: skip
     assert second.returncode == 0, second.stderr
-    trials = show(pg_name, studies, "--storage", POSTGRES)["trials"]
+    trials = show(pg_study, studies, "--storage", POSTGRES)["trials"]
     refused = next(t for t in trials if t["params"] == {"max_num_seqs": 8, "speculative": "mtp:1"})
     assert refused["rejected_by"] == "learned:speculative=mtp:1" and not refused["launched"]
     assert refused["failure_kind"] == "rejected" and refused["node_minutes"] == 0
-    assert not (studies / pg_name / "trials" / str(refused["number"])).exists()
+    assert not (studies / pg_study / "trials" / str(refused["number"])).exists()
     launched_mtp = [t for t in trials if t["params"].get("speculative") == "mtp:1" and t["launched"]]
     assert [t["number"] for t in launched_mtp] == [0]  # launched once, then refused
-    shown = autotune("study", "show", pg_name, "--storage", POSTGRES, studies=studies).stdout
+    shown = autotune("study", "show", pg_study, "--storage", POSTGRES, studies=studies).stdout
     assert "learned:speculative=mtp:1" in "".join(shown.split())  # rich wraps long lines
-    assert show(pg_name, studies, "--storage", POSTGRES)["learned_rules"]["learned:speculative=mtp:1"]["trial"] == 0
+    assert show(pg_study, studies, "--storage", POSTGRES)["learned_rules"]["learned:speculative=mtp:1"]["trial"] == 0
 
 
 def test_oom_dominance_in_a_study_blocks_hungrier_and_keeps_leaner_configurations(tmp_path) -> None:

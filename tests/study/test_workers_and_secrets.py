@@ -8,34 +8,13 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import optuna
-import pytest
 
 from autotune.server import group_alive, recorded_group_alive
 from tests.conftest import REPO
-from tests.study.conftest import ENGINE, autotune, write_space
-
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-def _postgres_or_skip() -> None:
-    try:
-        import psycopg
-
-        psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=test", connect_timeout=3).close()
-    except Exception as exc:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 not reachable: {exc}")
-
-
-@pytest.fixture
-def pg_study():
-    _postgres_or_skip()
-    name = f"workers-{uuid.uuid4().hex[:8]}"
-    yield name
-    optuna.delete_study(study_name=name, storage=POSTGRES)
+from tests.study.conftest import ENGINE, POSTGRES, autotune, write_space
 
 
 def test_two_workers_share_one_postgres_study(tmp_path, pg_study) -> None:
