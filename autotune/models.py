@@ -27,6 +27,9 @@ class ModelInfo:
         parameter_bytes: size of the weights as stored, or None when unknown.
         max_positions: the context the model was built for (``max_position_embeddings``).
         source: where the facts came from.
+        latent_attention: multi-head latent attention (MLA: DeepSeek V2/V3), which has its own attention backends.
+        mtp: the checkpoint has multi-token-prediction heads (``num_nextn_predict_layers``), so MTP speculation works.
+        attention_heads: query heads (a tensor-parallel size must divide them), or None when unknown.
     """
 
     name: str
@@ -36,35 +39,44 @@ class ModelInfo:
     parameter_bytes: int | None
     max_positions: int | None
     source: Literal["config.json", "profile"]
+    latent_attention: bool = False
+    mtp: bool = False
+    attention_heads: int | None = None
 
 
-def _profile(name: str, arch: str, sparse: bool, moe: bool, gbytes: float, positions: int) -> ModelInfo:
-    return ModelInfo(name, arch, sparse, moe, int(gbytes * 1e9), positions, "profile")
+def _profile(name: str, arch: str, sparse: bool, moe: bool, gbytes: float, positions: int, heads: int) -> ModelInfo:
+    deepseek = arch.startswith("DeepseekV3")  # MLA, and one MTP layer in every published checkpoint
+    return ModelInfo(name, arch, sparse, moe, int(gbytes * 1e9), positions, "profile", deepseek, deepseek, heads)
 
 
 # Sizes are the published checkpoints as stored (DeepSeek: FP8 weights, ~690 GB; Llama/Qwen: BF16).
 _PROFILES: dict[str, ModelInfo] = {
     p.name.lower(): p
     for p in (
-        _profile("DeepSeek-V3.2", "DeepseekV32ForCausalLM", True, True, 690, 163840),
-        _profile("DeepSeek-V3.2-Exp", "DeepseekV32ForCausalLM", True, True, 690, 163840),
-        _profile("DeepSeek-V3.1", "DeepseekV3ForCausalLM", False, True, 690, 163840),
-        _profile("DeepSeek-V3", "DeepseekV3ForCausalLM", False, True, 690, 163840),
-        _profile("DeepSeek-R1", "DeepseekV3ForCausalLM", False, True, 690, 163840),
-        _profile("Llama-3.1-8B-Instruct", "LlamaForCausalLM", False, False, 16.1, 131072),
-        _profile("Llama-3.1-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072),
-        _profile("Llama-3.3-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072),
-        _profile("Qwen3-8B", "Qwen3ForCausalLM", False, False, 16.4, 40960),
-        _profile("Qwen3-32B", "Qwen3ForCausalLM", False, False, 65.5, 40960),
-        _profile("Qwen3-30B-A3B", "Qwen3MoeForCausalLM", False, True, 61.1, 40960),
-        _profile("Qwen3-235B-A22B", "Qwen3MoeForCausalLM", False, True, 470, 40960),
+        _profile("DeepSeek-V3.2", "DeepseekV32ForCausalLM", True, True, 690, 163840, 128),
+        _profile("DeepSeek-V3.2-Exp", "DeepseekV32ForCausalLM", True, True, 690, 163840, 128),
+        _profile("DeepSeek-V3.1", "DeepseekV3ForCausalLM", False, True, 690, 163840, 128),
+        _profile("DeepSeek-V3", "DeepseekV3ForCausalLM", False, True, 690, 163840, 128),
+        _profile("DeepSeek-R1", "DeepseekV3ForCausalLM", False, True, 690, 163840, 128),
+        _profile("Llama-3.1-8B-Instruct", "LlamaForCausalLM", False, False, 16.1, 131072, 32),
+        _profile("Llama-3.1-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072, 64),
+        _profile("Llama-3.3-70B-Instruct", "LlamaForCausalLM", False, False, 141, 131072, 64),
+        _profile("Qwen3-8B", "Qwen3ForCausalLM", False, False, 16.4, 40960, 32),
+        _profile("Qwen3-32B", "Qwen3ForCausalLM", False, False, 65.5, 40960, 64),
+        _profile("Qwen3-30B-A3B", "Qwen3MoeForCausalLM", False, True, 61.1, 40960, 32),
+        _profile("Qwen3-235B-A22B", "Qwen3MoeForCausalLM", False, True, 470, 40960, 64),
         # FP8 checkpoints: linear weights in FP8, embeddings and lm_head left in bf16 (estimated from the shapes)
-        _profile("Qwen3-8B-FP8", "Qwen3ForCausalLM", False, False, 9.4, 40960),
-        _profile("Qwen3-32B-FP8", "Qwen3ForCausalLM", False, False, 34.3, 40960),
-        _profile("Qwen3-30B-A3B-FP8", "Qwen3MoeForCausalLM", False, True, 31.2, 40960),
-        _profile("Qwen3-235B-A22B-FP8", "Qwen3MoeForCausalLM", False, True, 236, 40960),
+        _profile("Qwen3-8B-FP8", "Qwen3ForCausalLM", False, False, 9.4, 40960, 32),
+        _profile("Qwen3-32B-FP8", "Qwen3ForCausalLM", False, False, 34.3, 40960, 64),
+        _profile("Qwen3-30B-A3B-FP8", "Qwen3MoeForCausalLM", False, True, 31.2, 40960, 32),
+        _profile("Qwen3-235B-A22B-FP8", "Qwen3MoeForCausalLM", False, True, 236, 40960, 64),
     )
 }
+
+
+def known_models() -> list[str]:
+    """The models with a built-in profile (what works without a local config.json)."""
+    return [p.name for p in _PROFILES.values()]
 
 
 def _from_config_dir(path: Path) -> ModelInfo:
@@ -79,6 +91,9 @@ def _from_config_dir(path: Path) -> ModelInfo:
         parameter_bytes=weights or None,
         max_positions=config.get("max_position_embeddings"),
         source="config.json",
+        latent_attention="kv_lora_rank" in config,
+        mtp=bool(config.get("num_nextn_predict_layers")),
+        attention_heads=config.get("num_attention_heads"),
     )
 
 

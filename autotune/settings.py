@@ -8,10 +8,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """``AUTOTUNE_DEBUG=1`` shows tracebacks instead of one-line errors; ``AUTOTUNE_STUDIES_DIR`` is where studies live."""
+    """``AUTOTUNE_DEBUG=1`` shows tracebacks instead of one-line errors; ``AUTOTUNE_STUDIES_DIR`` is where studies
+    live (their SQLite files, logs and artifacts); ``AUTOTUNE_STORAGE`` is the Optuna storage of every command that
+    takes ``--storage`` (e.g. one PostgreSQL database for every worker)."""
 
     model_config = SettingsConfigDict(env_prefix="AUTOTUNE_")
 
     debug: bool = False
     studies_dir: Path = Path("studies")
+    storage: str | None = None
     heartbeat_s: int = 10  # a dead worker's trial is retried after 3 heartbeats

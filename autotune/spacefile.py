@@ -15,7 +15,7 @@ from pydantic_core import ErrorDetails
 
 from autotune.config import CLIENT_KNOBS, KNOBS, knob_adapter
 from autotune.engines import ENGINES
-from autotune.errors import SpaceError
+from autotune.errors import SpaceError, UsageError
 from autotune.space import (
     ENGINE_PARAM,
     PARAM_KINDS,
@@ -51,17 +51,49 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
-def load_space(path: str | Path) -> SearchSpace:
-    """Read and validate a search-space file.
+SHIPPED_SPACES = Path(__file__).parent / "spaces"
+
+
+def shipped_spaces() -> dict[str, Path]:
+    """The spaces installed with autotune (package data), by name."""
+    return {p.stem: p for p in sorted(SHIPPED_SPACES.glob("*.yaml"))}
+
+
+def find_space(ref: str | Path) -> Path:
+    """The file a space argument means: a path when one exists there, else a shipped space's name.
+
+    Raises:
+        SpaceError: neither a readable path nor a shipped space.
+    """
+    path = Path(ref)
+    shipped = shipped_spaces()
+    if path.exists():
+        return path
+    if len(path.parts) == 1 and path.suffix in ("", ".yaml") and path.stem in shipped:
+        return shipped[path.stem]
+    names = f"{', '.join(shipped)} (`autotune space list`)"
+    if len(path.parts) == 1 and not path.suffix:
+        raise SpaceError(str(ref), "", "no such file, and no shipped space has that name",
+                         f"give a path to a YAML file or one of: {names}")  # fmt: skip
+    raise SpaceError(str(ref), "", "cannot read the file (no such file)",
+                     f"check the path, or name a shipped space: {names}")  # fmt: skip
+
+
+def load_space(ref: str | Path) -> SearchSpace:
+    """Read and validate a search-space file, given as a path or a shipped space's name.
 
     Raises:
         SpaceError: the file cannot be read, is not valid YAML, or does not describe a valid space.
     """
+    path = find_space(ref)
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpaceError(source, "", f"cannot read the file ({exc.strerror})", "check the path") from None
+    except UnicodeDecodeError as exc:
+        raise SpaceError(source, f"byte {exc.start}", "not a text file (not UTF-8)",
+                         "give the search-space YAML file, not a binary one") from None  # fmt: skip
     return parse_space(text, source)
 
 
@@ -79,7 +111,7 @@ def parse_space(text: str, source: str = "<string>") -> SearchSpace:
             source,
             "(top level)",
             f"expected a mapping of keys, got {type(data).__name__}",
-            "start from a shipped space in search_spaces/",
+            "start from a shipped space in autotune/spaces/",
         )
     try:
         space = SearchSpace.model_validate(data)
@@ -99,7 +131,9 @@ def _space_error(source: str, error: ErrorDetails) -> SpaceError:
         key = str(error["loc"][-1])
         return SpaceError(source, path, f"unknown key {key!r}", _valid_keys_hint(key, parent))
     if kind == "missing":
-        return SpaceError(source, path, "required key is missing", "add it (see the shipped spaces in search_spaces/)")
+        return SpaceError(
+            source, path, "required key is missing", "add it (see the shipped spaces in autotune/spaces/)"
+        )
     if kind == "param_kind":
         return SpaceError(
             source, path, f"{error['msg']}, got {value!r}", "write e.g. {choices: [a, b]} or {int: [1, 8]}"
@@ -202,6 +236,17 @@ def _check_semantics(space: SearchSpace, source: str) -> None:
         except ValidationError as exc:  # each value was checked above; what is left is a required knob
             knob = ".".join(str(p) for p in exc.errors()[0]["loc"])
             fail(f"{prefix}.fixed", f"knob {knob!r} is not set for engine {engine}", f"add {knob}: … under fixed:")
+    if space.simulate and space.simulate.performance_model == "table":
+        _check_table(space.simulate.table or "", fail)
+
+
+def _check_table(path: str, fail) -> None:
+    from autotune.sim.models import read_table
+
+    try:
+        read_table(path)
+    except UsageError as exc:
+        fail("simulate.table", str(exc).split("; fix:")[0], 'give a CSV in the table format (README "Table model")')
 
 
 def _check_version(version: str | None, path: str, fail) -> None:

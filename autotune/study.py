@@ -52,7 +52,8 @@ class RunOptions:
     name: str
     storage: str
     studies_dir: Path
-    n_trials: int
+    n_trials: int  # the study's budget of trials in all (baselines included), not trials to add
+    more_trials: int = 0  # instead of n_trials: add this many to the budget an existing study has (else n_trials)
     timeout_s: float | None = None
     seed: int | None = None
     heartbeat_s: int = 10
@@ -140,7 +141,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         study = optuna.load_study(study_name=options.name, storage=storage, sampler=sampler, pruner=pruner)
         _check_same_space(study, space)
         _wait_ready(study)
-        _top_up(study, options.n_trials)
+        _top_up(study, study_budget(study) + options.more_trials if options.more_trials else options.n_trials)
         return study
     study.set_metric_names([m.name for m in space.objective.metrics])
     study.set_user_attr("space_path", str(space_path))
@@ -201,9 +202,14 @@ def _wait_ready(study: optuna.Study) -> None:
         time.sleep(0.5)
 
 
+def study_budget(study: optuna.Study) -> int:
+    """The study's budget of trials in all (the slots it has made)."""
+    return study.user_attrs.get(_BUDGET_ATTR, 0)
+
+
 def _top_up(study: optuna.Study, n_trials: int) -> None:
     """A later run that asks for more trials than the study's budget adds the difference as slots."""
-    budget = study.user_attrs.get(_BUDGET_ATTR, 0)
+    budget = study_budget(study)
     for _ in range(max(0, n_trials - budget)):
         study.enqueue_trial({}, user_attrs={"slot": True})
     if n_trials > budget:

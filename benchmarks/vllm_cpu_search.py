@@ -2,7 +2,7 @@
 
     scripts/setup-vllm-cpu.sh && .venv/bin/python benchmarks/vllm_cpu_search.py [--budget-min 6] [--repeats 3]
 
-Both search search_spaces/vllm-cpu-tiny.yaml on the real engine and stop at the same budget of wall minutes:
+Both search autotune/spaces/vllm-cpu-tiny.yaml on the real engine and stop at the same budget of wall minutes:
 - autotune: `autotune study run --budget-node-hours` (one launch per trial with a load sweep, learned failures);
 - the anchor: a hand-written Optuna loop, plain TPESampler over every parameter (max_concurrency included), each
   suggestion launched and benchmarked through autotune's own launch path (so both measure alike).
@@ -30,7 +30,7 @@ from autotune.launch import Launch, LaunchFailed  # noqa: E402
 from autotune.objective import anchored_paths, engine_for  # noqa: E402
 from autotune.spacefile import load_space  # noqa: E402
 
-SPACE = REPO / "search_spaces" / "vllm-cpu-tiny.yaml"
+SPACE = REPO / "autotune" / "spaces" / "vllm-cpu-tiny.yaml"
 
 
 def autotune_best(budget_min: float, seed: int, studies: Path) -> float:
@@ -38,7 +38,7 @@ def autotune_best(budget_min: float, seed: int, studies: Path) -> float:
     subprocess.run([sys.executable, "-m", "autotune", "study", "run", str(SPACE), "--n-trials", "40", "--seed",
                     str(seed), "--budget-node-hours", str(budget_min / 60)], cwd=REPO, env=env, check=False,
                    capture_output=True)  # fmt: skip
-    best = subprocess.run([sys.executable, "-m", "autotune", "study", "best", "vllm-cpu-tiny", "--format", "json"],
+    best = subprocess.run([sys.executable, "-m", "autotune", "study", "best", "--study", "vllm-cpu-tiny", "--json"],
                           cwd=REPO, env=env, capture_output=True, text=True)  # fmt: skip
     return json.loads(best.stdout)["values"][0] if best.returncode == 0 else 0.0
 

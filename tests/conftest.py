@@ -7,7 +7,7 @@ import pytest
 from autotune.config import Hardware
 
 REPO = Path(__file__).resolve().parent.parent
-SPACES = REPO / "search_spaces"
+SPACES = REPO / "autotune" / "spaces"
 DATA = Path(__file__).resolve().parent / "data"
 H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")
 

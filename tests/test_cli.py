@@ -24,7 +24,7 @@ def run(*args: str):
 
 def test_command_from_nothing_as_json() -> None:
     result = run("command", "--set", "engine=vllm", "--set", "model=deepseek-ai/DeepSeek-V3.2", "--set", "tp=8",
-                 "--set", "cuda_graph=false", "--gpus", "8", "--format", "json")  # fmt: skip
+                 "--set", "cuda_graph=false", "--gpus", "8", "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "argv": ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2", "-tp", "8", "--enforce-eager"],
@@ -91,9 +91,9 @@ def test_values_never_reach_a_shell(tmp_path) -> None:
     printer = f"{sys.executable} -c 'import json,sys; print(json.dumps(sys.argv[1:]))'"
     args = ["command", "--set", "engine=trtllm", "--set", "model=/models/m", "--set", f"chat_template={NASTY}",
             "--set", "cuda_graph=false", "--set", "env={A: \"x; echo pwned\"}", "--executable", printer]  # fmt: skip
-    as_json = json.loads(run(*args, "--format", "json").stdout)
+    as_json = json.loads(run(*args, "--json").stdout)
     assert NASTY in as_json["argv"]  # one argv element, verbatim
-    script = run(*args, "--format", "shell").stdout
+    script = run(*args).stdout
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == as_json["argv"][3:]  # the shell script runs exactly that argv
     assert not (tmp_path / "pwned").exists()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
 
+from autotune import __version__
 from autotune.errors import AutotuneError
 from autotune.settings import Settings
 
@@ -27,18 +29,36 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    help="Bayesian autotuner for LLM inference servers (vLLM, SGLang, TensorRT-LLM).",
+    help="Bayesian autotuner for LLM inference servers (vLLM, SGLang, TensorRT-LLM). Start with `autotune study run` "
+    "(a simulated study, no GPU needed), then `autotune init` for your own model.",
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"autotune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    pass
+
+
 def _register() -> None:
-    from autotune.cli import bench, command, dashboard, space, study
+    from autotune.cli import bench, command, dashboard, doctor, init, space, study
 
     app.add_typer(space.app, name="space")
     app.command(name="bench")(bench.bench)
     app.add_typer(study.app, name="study")
     app.command(name="command")(command.command)
     app.command(name="dashboard")(dashboard.dashboard)
+    app.command(name="init")(init.init)
+    app.command(name="doctor")(doctor.doctor)
 
 
 _register()

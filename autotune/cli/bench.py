@@ -36,13 +36,15 @@ def bench(
     output_len: Annotated[int, typer.Option(help="output tokens (random, jsonl default)")] = 128,
     range_ratio: Annotated[float, typer.Option(help="random: lengths uniform in len·(1±r)")] = 0.0,
     prefix_len: Annotated[int, typer.Option(help="random: shared prefix tokens")] = 0,
-    num_prompts: Annotated[int, typer.Option()] = 1000,
+    num_prompts: Annotated[int, typer.Option(help="requests measured")] = 1000,
     request_rate: Annotated[float, typer.Option(help="requests/s; inf sends all at once")] = math.inf,
     burstiness: Annotated[float, typer.Option(help="1 = Poisson arrivals, else gamma")] = 1.0,
-    max_concurrency: Annotated[int | None, typer.Option()] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="requests in flight at most (default: no limit)")] = None,
     warmup_requests: Annotated[int, typer.Option(help="unmeasured requests sent first")] = 0,
-    seed: Annotated[int, typer.Option()] = 0,
-    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos")] = True,
+    seed: Annotated[int, typer.Option(help="seed of the prompts and arrival times")] = 0,
+    ignore_eos: Annotated[
+        bool, typer.Option("--ignore-eos/--no-ignore-eos", help="ask for exactly the output length (no early stop)")
+    ] = True,
     goodput: Annotated[list[str] | None, typer.Option(help="SLO as metric:ms (ttft, tpot, e2el); repeatable")] = None,
     percentiles: Annotated[
         str, typer.Option("--metric-percentiles", help="printed percentiles, comma-separated")
@@ -62,7 +64,9 @@ def bench(
                             seed=seed)  # fmt: skip
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise UsageError(f"--{'-'.join(map(str, error['loc'])).replace('_', '-')}: {error['msg'].lower()}") from None
+        flag = "--" + "-".join(map(str, error["loc"])).replace("_", "-")
+        raise UsageError(f"{flag} {error['input']}: {error['msg'].lower()}; fix: {flag} with a value it accepts "
+                         f"(`autotune bench --help`)") from None  # fmt: skip
     slos = parse_goodput(goodput or [])
     printed = tuple(float(p) for p in percentiles.split(","))
     check_server(base_url)

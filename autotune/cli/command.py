@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,23 +18,24 @@ from autotune.spacefile import load_space
 _UNSET = ("null", "none", "")
 
 
-class Format(StrEnum):
-    shell = "shell"
-    json = "json"
-
-
 def command(
     file: Annotated[
-        Path | None, typer.Argument(help="search-space YAML; its fixed knobs and defaults are the base")
+        str | None,
+        typer.Argument(
+            metavar="[SPACE]",
+            help="search space (a YAML file or a shipped space's name); its fixed knobs and defaults are the base",
+        ),
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="knob=value (canonical knob names, knobs.md)")] = None,
     gpus: Annotated[int | None, typer.Option(help="GPUs on the target machine (for the static rules)")] = None,
     port: Annotated[int | None, typer.Option(help="serve on this port (and --host); default: the engine's")] = None,
     host: Annotated[str, typer.Option(help="address to bind when --port is given")] = "127.0.0.1",
     executable: Annotated[str | None, typer.Option(help="how to invoke the engine, e.g. 'python vllm_cli.py'")] = None,
-    output: Annotated[Format, typer.Option("--format", help="shell script or JSON {argv, env, files}")] = Format.shell,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print {argv, env, files} as JSON instead of a shell script")
+    ] = False,
 ) -> None:
-    """Render one configuration; refuse (exit 1) with the rule it breaks."""
+    """Render one configuration as the engine's launch command; refuse (exit 1) with the rule it breaks."""
     overrides = parse_assignments(set_ or [])
     knobs, hardware, space_executable = _base(file, overrides.get("engine"))
     knobs.update(overrides)
@@ -56,7 +55,7 @@ def command(
         )
     engine.check(config, hardware)
     spec = engine.launch_spec(config, port, host)
-    print(spec.to_json() if output is Format.json else spec.to_shell())
+    print(spec.to_json() if as_json else spec.to_shell())
 
 
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:
@@ -93,7 +92,7 @@ def _parse_value(knob: str, raw: str) -> Any:
         raise UsageError(f"--set {knob}={raw}: {exc.errors()[0]['msg'].lower()}; fix: give a valid {knob}") from None
 
 
-def _base(file: Path | None, engine: str | None) -> tuple[dict[str, Any], Hardware, list[str] | None]:
+def _base(file: str | None, engine: str | None) -> tuple[dict[str, Any], Hardware, list[str] | None]:
     if file is None:
         return {}, Hardware(), None
     space = load_space(file)

@@ -6,14 +6,15 @@ from typing import Annotated
 
 import typer
 
+from autotune.cli.options import StorageOpt, StudyOpt, load_study, storage_url
 from autotune.errors import UsageError
 from autotune.settings import Settings
-from autotune.study import default_storage, open_storage
+from autotune.study import open_storage
 
 
 def dashboard(
-    name: Annotated[str, typer.Argument(help="study name (its storage and artifacts under studies/ by default)")],
-    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")] = None,
+    study_name: StudyOpt = None,
+    storage: StorageOpt = None,
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8080,
 ) -> None:
     """Browse a study in optuna-dashboard: trials, metric names, and each trial's server log, benchmark JSON and
@@ -24,10 +25,11 @@ def dashboard(
     except ImportError:
         raise UsageError("the dashboard needs optuna-dashboard; fix: pip install 'autotune[dashboard]'") from None
     settings = Settings()
+    name = study_name or load_study(None, storage).study_name
     artifacts = settings.studies_dir / name / "artifacts"
     if not artifacts.is_dir():
         raise UsageError(f"no artifacts at {artifacts}; fix: run `autotune study run` for {name!r} first "
                          "(or set AUTOTUNE_STUDIES_DIR)")  # fmt: skip
-    url = storage or default_storage(name, settings.studies_dir)
+    url = storage_url(name, storage)
     print(f"optuna-dashboard for {name} on http://127.0.0.1:{port}/dashboard (Ctrl-C stops it)", flush=True)
     run_server(open_storage(url), host="127.0.0.1", port=port, artifact_store=FileSystemArtifactStore(str(artifacts)))

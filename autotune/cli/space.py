@@ -5,37 +5,52 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autotune.cli.options import JsonOpt, SpaceArg
 from autotune.engines import broken_rules, get_engine
 from autotune.models import resolve_model
 from autotune.space import ENUMERATION_LIMIT, ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
-from autotune.spacefile import load_space
+from autotune.spacefile import load_space, shipped_spaces
 
-app = typer.Typer(no_args_is_help=True, help="Validate and inspect search-space files.")
-FileArg = Annotated[Path, typer.Argument(help="search-space YAML file")]
+app = typer.Typer(no_args_is_help=True, help="List, validate and inspect search spaces.")
 # Beyond ENUMERATION_LIMIT points a fixed-seed uniform sample estimates the share the static rules reject.
 _SAMPLE_SIZE = 2_000
 
 
+@app.command(name="list")
+def list_spaces(as_json: JsonOpt = False) -> None:
+    """The spaces shipped with autotune: name, engines, whether simulated, and what each is for."""
+    rows = []
+    for name, path in shipped_spaces().items():
+        space = load_space(path)
+        rows.append({"name": name, "engines": list(space.engines), "simulated": space.simulate is not None,
+                     "description": space.description or "", "path": str(path)})  # fmt: skip
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table("name", "engines", "simulated", "description")
+    for row in rows:
+        table.add_row(row["name"], ", ".join(row["engines"]), "yes" if row["simulated"] else "no",
+                      escape(row["description"]))  # fmt: skip
+    Console().print(table)
+
+
 @app.command()
-def validate(file: FileArg) -> None:
-    """Check a space file; exit 2 with one line naming the key path and the fix if it is invalid."""
+def validate(file: SpaceArg) -> None:
+    """Check a space; exit 2 with one line naming the key path and the fix if it is invalid."""
     space = load_space(file)
     sizes = ", ".join(f"{engine}: {_count(space.size(engine))}" for engine in space.engines)
     print(f"{file}: valid ({sizes} points)")
 
 
 @app.command()
-def show(
-    file: FileArg, as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False
-) -> None:
+def show(file: SpaceArg, as_json: JsonOpt = False) -> None:
     """Parameters, size of the space per engine, the static rules that apply, and how many points they reject."""
     space = load_space(file)
     summary = summarize(space)

@@ -15,45 +15,64 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import docker_run, shell_script
 from autotune.ranking import best_trial, feasible
 from autotune.settings import Settings
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, default_storage, open_storage, prepare_study, run_trials
+from autotune.spacefile import find_space, load_space
+from autotune.study import RunOptions, open_storage, prepare_study, run_trials, study_budget
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
-DEFAULT_SPACE = Path("search_spaces/quickstart.yaml")
+DEFAULT_SPACE = "quickstart"
 DEFAULT_TRIALS = 8
-StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]
-FormatOpt = Annotated[str, typer.Option("--format", help="shell, json or docker")]
-
-
-def _storage(name: str, storage: str | None) -> str:
-    return storage or default_storage(name, Settings().studies_dir)
 
 
 @app.command()
 def run(
-    space_file: Annotated[Path, typer.Argument(help="search-space YAML")] = DEFAULT_SPACE,
-    study: Annotated[str | None, typer.Option(help="study name (default: the space's name)")] = None,
+    space_ref: Annotated[
+        str,
+        typer.Argument(
+            metavar="SPACE",
+            help="search space: a YAML file or a shipped space's name (`autotune space "
+            "list`); default: quickstart, a simulated study that needs no GPU",
+        ),
+    ] = DEFAULT_SPACE,
+    study: Annotated[str | None, typer.Option("--study", "-s", help="study name (default: the space's name)")] = None,
     storage: StorageOpt = None,
     n_trials: Annotated[
         int | None,
-        typer.Option(help=f"trials in the study, baselines included (default: the space's, else {DEFAULT_TRIALS})"),
+        typer.Option(
+            min=1,
+            help="the study's budget of trials in all, baselines included; a study that already has "
+            f"that many runs none (default: the space's `trials`, else {DEFAULT_TRIALS}); see --more",
+        ),
     ] = None,
-    timeout: Annotated[float | None, typer.Option(help="stop starting trials after this many seconds")] = None,
-    seed: Annotated[int | None, typer.Option(help="sampler seed")] = None,
-    executable: Annotated[str | None, typer.Option(help="how to invoke the engine (for a one-engine space)")] = None,
+    more: Annotated[
+        int | None, typer.Option(min=1, help="instead of --n-trials: run this many trials more than the study has")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="seconds after which no new trial starts")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the sampler (same seed, same suggestions)")] = None,
+    executable: Annotated[
+        str | None, typer.Option(help="command that starts the engine, e.g. '/opt/venv/bin/vllm' (one-engine spaces)")
+    ] = None,
     budget_node_hours: Annotated[
-        float | None, typer.Option(help="stop starting trials once the study's trials cost this many node-hours")
+        float | None,
+        typer.Option(
+            min=0,
+            help="stop starting trials once they cost this many node-hours (launches, benchmarks, "
+            "failures; wall time on real engines)",
+        ),
     ] = None,
 ) -> None:
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if n_trials is not None and more is not None:
+        raise UsageError("--n-trials and --more both given; fix: --n-trials for the budget in all, --more to add")
+    space_file = find_space(space_ref)
     space = load_space(space_file)
-    n_trials = n_trials or space.trials or DEFAULT_TRIALS
+    n_trials = more or n_trials or space.trials or DEFAULT_TRIALS
     name = study or space.name or space_file.stem
     executables = {}
     if executable:
@@ -61,15 +80,15 @@ def run(
             raise UsageError("--executable needs a one-engine space; fix: set engines.<name>.executable in the space")
         executables[next(iter(space.engines))] = shlex.split(executable)
     settings = Settings()
-    options = RunOptions(name=name, storage=_storage(name, storage), studies_dir=settings.studies_dir,
-                         n_trials=n_trials, timeout_s=timeout, seed=seed, executables=executables,
+    options = RunOptions(name=name, storage=storage_url(name, storage), studies_dir=settings.studies_dir,
+                         n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s,
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
     prepared = prepare_study(space, space_file, options)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[best]}"), console=console, transient=True) as bar:  # fmt: skip
-        task = bar.add_task(f"study {name}", total=n_trials, best="")
+        task = bar.add_task(f"study {name}", total=study_budget(prepared.study), best="")
 
         def on_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
             done = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.state.name != "FAIL")
@@ -132,15 +151,10 @@ def _baseline_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulat
 
 
 @app.command(name="list")
-def list_studies(storage: StorageOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Studies in a storage (default: every SQLite study under studies/)."""
-    urls = (
-        [storage]
-        if storage
-        else [default_storage(p.stem, Settings().studies_dir) for p in sorted(Settings().studies_dir.glob("*.db"))]
-    )
+def list_studies(storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
+    """Studies in a storage (default: $AUTOTUNE_STORAGE, else every SQLite study under studies/)."""
     rows = []
-    for url in urls:
+    for url in storage_urls(storage):
         for summary in optuna.get_all_study_summaries(open_storage(url)):
             best = summary.best_trial.values[0] if summary.best_trial and summary.best_trial.values else None
             rows.append({"study": summary.study_name, "trials": summary.n_trials, "best": best,
@@ -156,24 +170,13 @@ def list_studies(storage: StorageOpt = None, as_json: Annotated[bool, typer.Opti
     Console().print(table)
 
 
-def _load(name: str, storage: str | None) -> optuna.Study:
-    url = _storage(name, storage)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
-        raise UsageError(
-            f"no study {name!r} under {Settings().studies_dir}/; fix: `autotune study list` shows the studies"
-        )
-    try:
-        return optuna.load_study(study_name=name, storage=open_storage(url))
-    except KeyError:
-        raise UsageError(f"no study {name!r} in that storage; fix: `autotune study list --storage URL`") from None
-
-
 @app.command()
-def show(name: str, storage: StorageOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
     """Every trial (state, engine, parameters, load, value, outcome, node-minutes), failures by kind, learned rules."""
     from autotune.learning import learned_rules
 
-    study = _load(name, storage)
+    study = load_study(study_name, storage)
+    name = study.study_name
     rows = [_trial_row(t) for t in study.get_trials(deepcopy=False)]
     failures = Counter(r["failure_kind"] for r in rows if r["failure_kind"])
     total = round(sum(r["node_minutes"] or 0 for r in rows), 2)
@@ -231,16 +234,17 @@ _register_validate()
 
 @app.command()
 def report(
-    name: str,
+    study_name: StudyOpt = None,
     storage: StorageOpt = None,
-    out: Annotated[Path | None, typer.Option(help="HTML file (default: studies/NAME/report.html)")] = None,
+    out: Annotated[Path | None, typer.Option(help="HTML file to write (default: studies/NAME/report.html)")] = None,
     csv: Annotated[Path | None, typer.Option(help="also write every trial as CSV")] = None,
     parquet: Annotated[Path | None, typer.Option(help="also write every trial as Parquet (needs pyarrow)")] = None,
 ) -> None:
     """One self-contained HTML report of a study (plotly figures, best command, baseline-vs-best table)."""
     from autotune.report import render_html, trials_frame
 
-    study = _load(name, storage)
+    study = load_study(study_name, storage)
+    name = study.study_name
     out = out or Settings().studies_dir / name / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(study, best_trial(study)))
@@ -257,25 +261,29 @@ def report(
 
 
 @app.command()
-def best(name: str, storage: StorageOpt = None, output: FormatOpt = "shell") -> None:
+def best(
+    study_name: StudyOpt = None,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+    docker_only: Annotated[bool, typer.Option("--docker", help="print only the `docker run` equivalent")] = False,
+) -> None:
     """The best feasible configuration's launch command, and the `autotune bench` command that measured it."""
-    study = _load(name, storage)
+    study = load_study(study_name, storage)
+    name = study.study_name
     trial = best_trial(study)
     if trial is None:
         raise AutotuneError(f"study {name!r} has no feasible trial yet")
     launch, bench = trial.user_attrs["launch"], _bench_command(study, trial)
     docker = _docker(trial)
-    if output == "json":
+    if as_json:
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
                           "load": trial.user_attrs.get("load", {}),
                           "simulated": "simulated" in trial.user_attrs, "launch": launch, "docker": docker,
                           "bench": bench}, indent=1))  # fmt: skip
         return
-    if output == "docker":
+    if docker_only:
         print(docker)
         return
-    if output != "shell":
-        raise UsageError(f"--format {output!r}: use shell, json or docker")
     if "simulated" in trial.user_attrs:
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli.command import parse_assignments
+from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study
 from autotune.config import ServerConfig
 from autotune.errors import UsageError
 from autotune.ranking import best_trial, feasible
@@ -24,29 +25,33 @@ from autotune.space import SearchSpace, Workload
 from autotune.spacefile import load_space
 from autotune.validate import CONFIDENCES, NamedWorkload, context_of, seed_suite, validate
 
-StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage URL (default: sqlite:///studies/NAME.db)")]
-
 
 def validate_command(
-    name: str,
+    study_name: StudyOpt = None,
     storage: StorageOpt = None,
-    workloads: Annotated[Path | None, typer.Option(help="YAML list of workloads, each with a name")] = None,
-    repeats: Annotated[int, typer.Option(min=2, help="launches per configuration")] = 3,
+    workloads: Annotated[
+        Path | None,
+        typer.Option(help="YAML list of workloads instead of the six: each a mapping of workload keys plus `name`"),
+    ] = None,
+    repeats: Annotated[
+        int, typer.Option(min=2, help="launches of each configuration (at least 2, for an interval)")
+    ] = 3,
     reference: Annotated[
         str, typer.Option(help="'baseline' (the best engine baseline) or a trial number")
     ] = "baseline",
     candidate: Annotated[str, typer.Option(help="'best', 'baseline' or a trial number")] = "best",
     set_: Annotated[list[str] | None, typer.Option("--set", help="knob=value applied to the candidate")] = None,
     confidence: Annotated[float, typer.Option(help="interval confidence: 0.95 or 0.99")] = 0.95,
-    as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Measure the reference and the candidate on the seed's six workloads (scaled to the space) with repeats; print
-    the seed-style table with intervals, marking gains within noise. Saves studies/NAME/validate.json."""
-    from autotune.cli.study import _load
-
+    """Measure the reference and the candidate with repeats on six workloads: the space's own, then random prompts of
+    128/4, 2000/100, 4000/200, 32000/100 and 1000/2000 input/output tokens (shortened to fit the context; prompt
+    counts scaled by the space's num_prompts / 1000). Prints a table with intervals, marking gains within noise, and
+    saves studies/NAME/validate.json."""
     if confidence not in CONFIDENCES:
         raise UsageError(f"--confidence {confidence}: expected one of {', '.join(map(str, CONFIDENCES))}")
-    study = _load(name, storage)
+    study = load_study(study_name, storage)
+    name = study.study_name
     space = _space_of(study)
     configs = {"reference": _config(study, space, reference), "candidate": _config(study, space, candidate)}
     if set_:

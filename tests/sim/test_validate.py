@@ -17,7 +17,7 @@ def test_validate_prints_the_seed_table_shape(tmp_path) -> None:
     space = direct_space(tmp_path)
     done = autotune("study", "run", space, "--study", "direct", "--n-trials", "24", "--seed", "3", studies=studies)
     assert done.returncode == 0, done.stderr
-    done = autotune("study", "validate", "direct", "--repeats", "2", "--json", studies=studies, timeout=600)
+    done = autotune("study", "validate", "--study", "direct", "--repeats", "2", "--json", studies=studies, timeout=600)
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["simulated"] and record["repeats"] == 2
@@ -32,12 +32,12 @@ def test_validate_prints_the_seed_table_shape(tmp_path) -> None:
         expected = row["candidate_total_token_throughput"] / row["reference_total_token_throughput"] - 1
         assert row["gain_pct"] == pytest.approx(100 * expected)
     assert (studies / "direct" / "validate.json").exists()
-    table = autotune("study", "validate", "direct", "--repeats", "2", "--candidate", "baseline", "--confidence", "0.99",
+    table = autotune("study", "validate", "--study", "direct", "--repeats", "2", "--candidate", "baseline", "--confidence", "0.99",
                      studies=studies)  # fmt: skip
     assert table.returncode == 0, table.stderr
     assert "SIMULATED reference vs candidate" in table.stdout and table.stdout.count("within noise") == 6
     assert "99% interval" in table.stdout
-    wrong = autotune("study", "validate", "direct", "--confidence", "0.9", studies=studies)
+    wrong = autotune("study", "validate", "--study", "direct", "--confidence", "0.9", studies=studies)
     assert wrong.returncode == 2 and "expected one of 0.95, 0.99" in wrong.stderr
 
 

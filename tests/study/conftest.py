@@ -36,7 +36,7 @@ def autotune(*args: str, studies: Path, timeout: float = 300, **popen) -> subpro
 
 
 def show(name: str, studies: Path, *extra: str) -> dict:
-    done = autotune("study", "show", name, "--json", *extra, studies=studies)
+    done = autotune("study", "show", "--study", name, "--json", *extra, studies=studies)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -42,7 +42,7 @@ def test_one_launch_sweeps_the_loads_and_finds_the_slo_boundary(tmp_path, studie
         assert len(list((studies / "scripted" / "trials" / str(trial["number"])).glob("server.log"))) == 1
     assert report["node_minutes"] == pytest.approx(sum(t["node_minutes"] for t in report["trials"]), abs=0.01)
     assert trials[0]["params"]["max_num_seqs"] == 8 and trials[0]["feasible"]  # the baseline
-    best = json.loads(autotune("study", "best", "scripted", "--format", "json", studies=studies).stdout)
+    best = json.loads(autotune("study", "best", "--study", "scripted", "--json", studies=studies).stdout)
     assert best["load"] == {"max_concurrency": 8}
     assert best["bench"][best["bench"].index("--max-concurrency") :][:2] == ["--max-concurrency", "8"]
     assert "measured on one launch" in done.stderr
@@ -70,7 +70,7 @@ def test_a_learned_rule_survives_a_restart_and_reaches_a_second_worker(tmp_path,
     assert not (studies / pg_study / "trials" / str(refused["number"])).exists()
     launched_mtp = [t for t in trials if t["params"].get("speculative") == "mtp:1" and t["launched"]]
     assert [t["number"] for t in launched_mtp] == [0]  # launched once, then refused
-    shown = autotune("study", "show", pg_study, "--storage", POSTGRES, studies=studies).stdout
+    shown = autotune("study", "show", "--study", pg_study, "--storage", POSTGRES, studies=studies).stdout
     assert "learned:speculative=mtp:1" in "".join(shown.split())  # rich wraps long lines
     assert show(pg_study, studies, "--storage", POSTGRES)["learned_rules"]["learned:speculative=mtp:1"]["trial"] == 0
 

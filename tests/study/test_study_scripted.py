@@ -35,7 +35,7 @@ def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> No
     assert not launched & {t["number"] for t in trials if t["duplicate_of"] is not None}
     configs = [json.dumps(t["params"], sort_keys=True) for t in trials if t["number"] in launched]
     assert len(configs) == len(set(configs))
-    best = json.loads(autotune("study", "best", "scripted", "--format", "json", studies=studies).stdout)
+    best = json.loads(autotune("study", "best", "--study", "scripted", "--json", studies=studies).stdout)
     baseline_value = trials[0]["values"][0]
     assert best["values"][0] >= baseline_value
     # the exported command, run by hand, starts a server that answers
@@ -56,7 +56,7 @@ def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> No
     finally:
         server.kill()
         server.wait()
-    shell = autotune("study", "best", "scripted", studies=studies).stdout
+    shell = autotune("study", "best", "--study", "scripted", studies=studies).stdout
     assert "autotune bench --base-url" in shell and sys.executable in shlex.split(shell.splitlines()[1])
 
 
@@ -187,7 +187,7 @@ def test_slo_constraints_and_several_objectives(tmp_path, studies) -> None:
     assert all(len(t["values"]) == 2 for t in trials)
     assert {t["params"]["dtype"] for t in trials if t["feasible"]} == {"bfloat16"}
     assert not trials[0]["feasible"] and trials[0]["failure_kind"] is None  # the baseline ran, but breaks the SLO
-    best = json.loads(autotune("study", "best", "scripted", "--format", "json", studies=studies).stdout)
+    best = json.loads(autotune("study", "best", "--study", "scripted", "--json", studies=studies).stdout)
     assert (
         "--dtype" in best["launch"]["argv"]
         and best["launch"]["argv"][best["launch"]["argv"].index("--dtype") + 1] == "bfloat16"

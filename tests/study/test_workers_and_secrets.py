@@ -93,8 +93,10 @@ def test_secrets_never_appear(tmp_path, pg_study, capfd) -> None:
     outputs = [autotune("study", "run", str(space), "--study", pg_study, "--storage", storage, "--n-trials", "4",
                         "--executable", ENGINE, studies=studies)]  # fmt: skip
     assert outputs[0].returncode == 0, outputs[0].stderr
-    outputs += [autotune("study", cmd, pg_study, "--storage", storage, *extra, studies=studies)
-                for cmd, extra in [("show", ["--json"]), ("best", []), ("best", ["--format", "json"]), ("list", [])]]  # fmt: skip
+    named = ["--study", pg_study]
+    outputs += [autotune("study", cmd, "--storage", storage, *extra, studies=studies)
+                for cmd, extra in [("show", [*named, "--json"]), ("best", named), ("best", [*named, "--json"]),
+                                   ("list", [])]]  # fmt: skip
     outputs.append(
         autotune(
             "study",

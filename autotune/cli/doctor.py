@@ -1,0 +1,121 @@
+"""``autotune doctor``: what a first run needs, checked and printed; exit 1 when a space's engine cannot start."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import optuna
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from autotune import __version__
+from autotune.cli.options import JsonOpt, SpaceArg, storage_urls
+from autotune.errors import AutotuneError
+from autotune.settings import Settings
+from autotune.spacefile import load_space
+from autotune.study import open_storage
+
+_EXTRAS = {"optuna_dashboard": "dashboard", "psycopg": "postgres", "aiconfigurator": "aiconfigurator"}
+_VERSION = re.compile(r"\d+\.\d+[\w.+-]*")
+_VERSION_TIMEOUT_S = 120
+
+
+def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None:
+    """Check what a study of SPACE needs: each engine's executable and version, GPUs and their free memory, optional
+    extras, the storage, and the studies directory. Exit 1 when an engine of the space cannot be started."""
+    space = load_space(space_ref)
+    checks = [{"check": "autotune", "ok": True, "detail": f"{__version__} (Python {platform.python_version()})"}]
+    for engine, section in space.engines.items():
+        checks.append(_engine_check(engine, section.executable or [engine], space.simulate is not None))
+    checks.append(_gpu_check(space.hardware.gpus))
+    checks += [_extra_check(module, extra) for module, extra in _EXTRAS.items()]
+    checks += [_storage_check(), _studies_dir_check()]
+    # only an engine that cannot start fails the run; the rest are facts to act on
+    failed = [c for c in checks if c["check"].startswith("engine") and not c["ok"]]
+    if as_json:
+        print(json.dumps({"space": str(space_ref), "ok": not failed, "checks": checks}, indent=1))
+    else:
+        table = Table("check", "status", "detail", title=f"autotune doctor ({space_ref})")
+        for check in checks:
+            status = "[green]ok[/]" if check["ok"] else ("[red]FAIL[/]" if check in failed else "[yellow]missing[/]")
+            table.add_row(check["check"], status, escape(check["detail"]))
+        Console().print(table)
+    if failed:
+        raise AutotuneError(f"{len(failed)} engine(s) of {space_ref} cannot be started: "
+                            + "; ".join(c["detail"] for c in failed))  # fmt: skip
+
+
+def _engine_check(engine: str, executable: list[str], simulated: bool) -> dict:
+    name = f"engine {engine}"
+    if simulated:
+        return {"check": name, "ok": True, "detail": "simulated space: autotune's simulator serves it"}
+    program = executable[0]
+    found = shutil.which(program) or (program if Path(program).is_file() else None)
+    if found is None:
+        return {"check": name, "ok": False,
+                "detail": f"{program} not found; fix: install {engine} or set engines.{engine}.executable"}  # fmt: skip
+    return {"check": name, "ok": True, "detail": f"{' '.join(executable)}: {_version(executable)}"}
+
+
+def _version(executable: list[str]) -> str:
+    try:
+        done = subprocess.run([*executable, "--version"], capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"found, version unknown ({type(exc).__name__})"
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if _VERSION.fullmatch(line.strip().split()[-1])]
+    return f"version {lines[-1].strip().split()[-1]}" if done.returncode == 0 and lines else "found, version unknown"
+
+
+def _gpu_check(wanted: int) -> dict:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        ok = wanted == 0
+        return {"check": "GPUs", "ok": ok, "detail": "no nvidia-smi: no NVIDIA GPU visible"
+                + ("" if ok else f" (the space's hardware says {wanted}; fine for a simulated space)")}  # fmt: skip
+    try:
+        done = subprocess.run([smi, "--query-gpu=index,name,memory.total,memory.free", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"check": "GPUs", "ok": False, "detail": f"nvidia-smi failed: {exc}"}
+    gpus = [[cell.strip() for cell in line.split(",")] for line in done.stdout.strip().splitlines() if line.strip()]
+    detail = "; ".join(f"{i}: {name}, {int(free) / 1024:.0f} of {int(total) / 1024:.0f} GiB free"
+                       for i, name, total, free in gpus)  # fmt: skip
+    return {"check": "GPUs", "ok": len(gpus) >= wanted, "detail": f"{len(gpus)} GPU(s): {detail}"}
+
+
+def _extra_check(module: str, extra: str) -> dict:
+    ok = importlib.util.find_spec(module) is not None
+    return {"check": f"extra {extra}", "ok": ok,
+            "detail": "installed" if ok else f"not installed; fix: pip install 'autotune[{extra}]'"}  # fmt: skip
+
+
+def _storage_check() -> dict:
+    settings = Settings()
+    if not settings.storage:
+        return {"check": "storage", "ok": True, "detail": f"SQLite files under {settings.studies_dir}/ "
+                f"({len(storage_urls(None))} studies); $AUTOTUNE_STORAGE unset"}  # fmt: skip
+    try:
+        studies = optuna.get_all_study_summaries(open_storage(settings.storage))
+    except AutotuneError as exc:
+        return {"check": "storage", "ok": False, "detail": str(exc)}
+    return {"check": "storage", "ok": True, "detail": f"$AUTOTUNE_STORAGE reachable ({len(studies)} studies)"}
+
+
+def _studies_dir_check() -> dict:
+    directory = Settings().studies_dir
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return {"check": "studies directory", "ok": False, "detail": f"{directory}: not writable ({exc.strerror})"}
+    return {"check": "studies directory", "ok": True, "detail": f"{directory.resolve()} writable"}

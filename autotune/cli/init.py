@@ -1,0 +1,54 @@
+"""``autotune init``: write a search space for your model and machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from autotune.errors import UsageError
+from autotune.init import Request, write_space
+from autotune.spacefile import load_space
+
+
+def init(
+    model: Annotated[
+        str,
+        typer.Option(
+            help="a local model directory (its config.json is read) or a known model id, e.g. deepseek-ai/DeepSeek-V3.2"
+        ),
+    ],
+    gpus: Annotated[int, typer.Option(min=1, help="GPUs on one node")] = 8,
+    gpu_memory_gb: Annotated[float, typer.Option(min=1, help="memory of one GPU, in GB (H200: 141, H100: 80)")] = 141,
+    gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H200 (for the simulator and the record)")] = None,
+    engine: Annotated[
+        list[str] | None, typer.Option(help="engine to include: vllm, sglang or trtllm; repeatable (default: vllm)")
+    ] = None,
+    workload: Annotated[
+        str, typer.Option(help="sharegpt, or random:IN:OUT for random prompts of IN tokens in and OUT out")
+    ] = "random:1024:256",
+    slo: Annotated[
+        list[str] | None, typer.Option(help="latency limit METRIC=MS, e.g. p99_tpot_ms=50; repeatable")
+    ] = None,
+    simulate: Annotated[
+        bool, typer.Option(help="add a `simulate` section: trials run on autotune's simulator (no GPU, SIMULATED)")
+    ] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: print it)")] = None,
+    force: Annotated[bool, typer.Option(help="overwrite the output file if it exists")] = False,
+) -> None:
+    """Write a search space for your model and machine: the layouts that fit, the knobs that apply, each commented
+    with why. The file validates; check it with `autotune space show FILE`, run it with `autotune study run FILE`."""
+    request = Request(model=model, gpus=gpus, gpu_memory_gb=gpu_memory_gb, engines=tuple(engine or ["vllm"]),
+                      workload=workload, slo=tuple(slo or ()), gpu=gpu, simulate=simulate)  # fmt: skip
+    text = write_space(request)
+    if output is None:
+        print(text, end="")
+        return
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists; fix: --force to overwrite it, or another -o")
+    output.write_text(text)
+    space = load_space(output)  # what init writes must validate; a failure here is a bug worth a loud error
+    print(f"wrote {output}: {', '.join(f'{e}: {space.launch_size(e)} launch configurations' for e in space.engines)}"
+          f" × {len(space.load_levels(next(iter(space.engines))))} loads", file=sys.stderr)  # fmt: skip

@@ -1,0 +1,273 @@
+"""``autotune init``: a search space for a user's model and machine, each choice commented with why.
+
+What applies is decided from the model's facts (``autotune.models``: its local config.json, else a built-in profile)
+and the machine (GPU count and memory). Every candidate parallel layout is checked against the engine's static rules
+before it is offered, so nothing written here is refused at launch by a rule autotune knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+from pydantic import ValidationError
+
+from autotune.config import Hardware, ServerConfig
+from autotune.engines import ENGINES, get_engine
+from autotune.errors import UnsupportedConfig, UsageError
+from autotune.models import ModelInfo, known_models, resolve_model
+from autotune.space import Objective
+
+# Weights may take at most this share of a GPU in a layout offered as a default: the rest is KV cache and
+# activations, without which a server starts but serves a handful of requests at a time.
+_WEIGHTS_SHARE = 0.75
+_CONTEXTS = (8192, 16384, 32768, 65536, 131072)
+_LOADS = (16, 32, 64, 128, 256, 512)
+_KV_FP8 = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8"}
+_MTP = {"vllm": [None, "mtp:1", "mtp:2"], "sglang": [None, "mtp:1", "mtp:3"], "trtllm": [None, "mtp:1", "mtp:3"]}
+_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for (the command line of ``autotune init``)."""
+
+    model: str
+    gpus: int
+    gpu_memory_gb: float
+    engines: tuple[str, ...]
+    workload: str = "random:1024:256"
+    slo: tuple[str, ...] = ()
+    gpu: str | None = None
+    simulate: bool = False
+
+
+def model_facts(model: str) -> ModelInfo:
+    """The facts about ``model``, or a UsageError naming the fix."""
+    info = resolve_model(model)
+    if info is None:
+        known = ", ".join(known_models())
+        raise UsageError(f"--model {model}: no config.json there and no built-in profile of that name; fix: give a "
+                         f"local model directory (with config.json) or one of: {known}")  # fmt: skip
+    return info
+
+
+def write_space(request: Request) -> str:
+    """The space's YAML text for ``request``.
+
+    Raises:
+        UsageError: bad input (unknown engine or model, a workload or SLO that does not parse), or a model whose
+            weights do not fit the machine in any layout.
+    """
+    for engine in request.engines:
+        if engine not in ENGINES:
+            raise UsageError(f"--engine {engine}: no such engine; fix: use one of {', '.join(ENGINES)}")
+    if request.gpus < 1 or request.gpu_memory_gb <= 0:
+        raise UsageError("--gpus and --gpu-memory-gb must be positive; fix: e.g. --gpus 8 --gpu-memory-gb 141")
+    info = model_facts(request.model)
+    hardware = Hardware(gpus=request.gpus, gpu_memory_gb=request.gpu_memory_gb, gpu=request.gpu)
+    workload, need = _workload(request.workload)
+    slo = _slo(request.slo)
+    out = _Writer()
+    weights = f"{info.parameter_bytes / 1e9:.0f} GB of weights" if info.parameter_bytes else "weights of unknown size"
+    kind = "mixture-of-experts" if info.moe else "dense"
+    out.comment(f"Written by `autotune init` for {info.name} on {request.gpus} × {request.gpu_memory_gb:g} GB GPUs.")
+    out.comment(f"Model facts from {_source(info, request.model)}: {info.architecture}, {kind}, {weights}, "
+                f"{info.max_positions or 'unknown'} positions" + (", MLA" if info.latent_attention else "")
+                + (", sparse attention" if info.sparse_attention else "") + (", MTP head" if info.mtp else "") + ".")  # fmt: skip
+    out.comment("Check it: autotune space show THIS_FILE; run it: autotune study run THIS_FILE")
+    name = f"{info.name.lower()}-{request.gpus}gpu"
+    out.line(f"name: {name}")
+    out.line(f"description: {info.name} on {request.gpus} GPUs, {', '.join(request.engines)}, {request.workload}")
+    out.line(f"hardware: {_flow(hardware.model_dump(exclude_none=True))}")
+    if request.simulate:
+        out.blank()
+        out.comment("SIMULATED: autotune's analytic model serves the trials instead of the engines (no GPU needed);")
+        out.comment("delete this section to launch the real engines.")
+        out.line("simulate: {performance_model: analytic, mode: direct}")
+    out.blank()
+    out.line("engines:")
+    for engine in request.engines:
+        _engine_section(out, engine, request.model, info, hardware)
+    out.blank()
+    _shared_params(out, info, need)
+    out.blank()
+    _workload_section(out, workload, request.workload)
+    out.blank()
+    out.line("objective:")
+    out.line("  metrics: [{name: total_token_throughput, direction: maximize}]")
+    if slo:
+        out.line(f"  slo: {_flow(slo)}", "a load meets these or is infeasible; each launch finds its heaviest")
+    timeout = max(600, round((info.parameter_bytes or 0) / 1e9 * 2.5 / 60) * 60)
+    out.blank()
+    out.line(f"startup_timeout_s: {timeout}", "loading, compiling and capturing graphs; bigger weights take longer")
+    return out.text()
+
+
+def _source(info: ModelInfo, model: str) -> str:
+    return f"{model}/config.json" if info.source == "config.json" else "autotune's built-in profile"
+
+
+def _workload(spec: str) -> tuple[dict, int]:
+    if spec == "sharegpt":
+        return {"dataset": "sharegpt", "path": _SHAREGPT, "num_prompts": 1000, "ignore_eos": False}, 4096
+    parts = spec.split(":")
+    if len(parts) == 3 and parts[0] == "random" and all(p.isdigit() and int(p) > 0 for p in parts[1:]):
+        input_len, output_len = int(parts[1]), int(parts[2])
+        return {"dataset": "random", "input_len": input_len, "output_len": output_len, "num_prompts": 1000,
+                "ignore_eos": True}, input_len + output_len  # fmt: skip
+    raise UsageError(f"--workload {spec}: expected sharegpt or random:IN:OUT; fix: e.g. --workload random:1024:256")
+
+
+def _slo(items: tuple[str, ...]) -> dict[str, float]:
+    slo = {}
+    for item in items:
+        metric, _, value = item.partition("=")
+        try:
+            slo |= Objective(slo={metric: value}).slo
+        except ValidationError:
+            raise UsageError(f"--slo {item}: expected METRIC=MS with a latency metric such as p99_tpot_ms or "
+                             "p99_ttft_ms; fix: e.g. --slo p99_tpot_ms=50") from None  # fmt: skip
+    return slo
+
+
+def _engine_section(out: _Writer, engine: str, model: str, info: ModelInfo, hardware: Hardware) -> None:
+    adapter = get_engine(engine)
+    out.line(f"  {engine}:")
+    out.line(f"    version: {adapter.default_version}", "the version whose flags are rendered; set yours")
+    out.line(f"    executable: {_flow(list(adapter.default_executable))}", "how the engine is started on your machine")
+    out.line("    fixed:")
+    out.line(f"      model: {_flow(model)}")
+    out.line("    params:")
+    layouts = _layouts(engine, model, info, hardware)
+    if not layouts:
+        raise UsageError(f"{info.name} does not fit on {hardware.gpus} × {hardware.gpu_memory_gb:g} GB in any "
+                         f"{engine} layout; fix: more GPUs (--gpus) or a quantised checkpoint")  # fmt: skip
+    out.line("      layout:", _layout_why(info))
+    out.line("        tied:")
+    for layout, why in layouts:
+        out.line(f"          - {_flow(layout)}", why)
+    out.line(f"        default: {_flow(layouts[0][0])}", "the baseline: the plainest layout that fits")
+    for knob, choices, why in _engine_knobs(engine, info):
+        out.line(f"      {knob}: {_flow({'choices': choices})}", why)
+
+
+def _layout_why(info: ModelInfo) -> str:
+    if info.moe:
+        return "MoE: tensor parallel, expert parallel and DP attention (attention replicated, experts spread)"
+    return "dense: tensor parallel inside a copy of the model, data-parallel copies to fill the node"
+
+
+def _layouts(engine: str, model: str, info: ModelInfo, hardware: Hardware) -> list[tuple[dict, str]]:
+    """Candidate layouts for ``engine`` that fit the weights and pass the engine's static rules, plainest first."""
+    gpus = hardware.gpus
+    sizes = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= gpus and gpus % t == 0]
+    sizes = [t for t in sizes if not info.attention_heads or info.attention_heads % t == 0]
+    weights = (info.parameter_bytes or 0) / 1e9
+    fits = [t for t in sizes if weights / t <= _WEIGHTS_SHARE * (hardware.gpu_memory_gb or 0)]
+    candidates: list[tuple[dict, str]] = []
+    for tp in fits:  # copies of the model, each on tp GPUs
+        dp = gpus // tp
+        layout = {"tp": tp} if dp == 1 or engine == "trtllm" else {"tp": tp, "dp": dp}
+        why = f"{dp} copies of {tp} GPU{'s' * (tp > 1)}" if "dp" in layout else f"one copy on {tp} GPUs"
+        candidates.append((layout, why))
+    if info.moe and gpus > 1 and weights / gpus <= _WEIGHTS_SHARE * (hardware.gpu_memory_gb or 0):
+        candidates += _moe_layouts(engine, gpus)
+    offered, seen = [], []
+    for layout, why in candidates:
+        config = ServerConfig(engine=engine, model=model, **layout)
+        try:
+            get_engine(engine).check(config, hardware)
+        except UnsupportedConfig:
+            continue
+        if layout not in seen:
+            seen.append(layout)
+            offered.append((layout, why))
+    return offered
+
+
+def _moe_layouts(engine: str, gpus: int) -> list[tuple[dict, str]]:
+    ep = f"experts spread over all {gpus} GPUs"
+    if engine == "vllm":  # vLLM: EP spans tp×dp; DP attention is dp>1 with EP
+        return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
+                ({"tp": 1, "dp": gpus, "ep": gpus, "dp_attention": True}, f"DP attention + {ep}")]  # fmt: skip
+    if engine == "sglang":  # SGLang: DP attention ranks live inside the TP group
+        return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
+                ({"tp": gpus, "dp": gpus, "dp_attention": True}, "DP attention: one attention replica per GPU"),
+                ({"tp": gpus, "dp": gpus, "dp_attention": True, "ep": gpus}, f"DP attention + {ep}")]  # fmt: skip
+    return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
+            ({"tp": gpus, "ep": gpus, "dp": gpus, "dp_attention": True}, f"attention DP + {ep}")]  # fmt: skip
+
+
+def _engine_knobs(engine: str, info: ModelInfo) -> list[tuple[str, list, str]]:
+    knobs = [_attention(engine, info)]
+    kv_why = "fp8 KV halves the cache: more concurrent requests, small accuracy cost"
+    knobs.append(("kv_cache_dtype", [None, _KV_FP8[engine]], kv_why))
+    if info.mtp:
+        knobs.append(("speculative", _MTP[engine], "the checkpoint has an MTP head: draft tokens for free"))
+    return knobs
+
+
+def _attention(engine: str, info: ModelInfo) -> tuple[str, list, str]:
+    if engine == "vllm":
+        if info.sparse_attention:
+            return "attention_backend", [None, "FLASHMLA_SPARSE"], "sparse attention: only the sparse MLA backend"
+        if info.latent_attention:
+            return "attention_backend", [None, "FLASHMLA", "CUTLASS_MLA", "TRITON_MLA"], "MLA backends"
+        return "attention_backend", [None, "FLASH_ATTN", "FLASHINFER"], "null: vLLM picks"
+    if engine == "sglang":
+        if info.sparse_attention:
+            return "attention_backend", [None, "nsa"], "sparse attention (NSA)"
+        if info.latent_attention:
+            return "attention_backend", [None, "flashmla", "fa3", "triton"], "MLA backends"
+        return "attention_backend", [None, "fa3", "flashinfer", "triton"], "null: SGLang picks"
+    return "attention_backend", [None, "TRTLLM", "FLASHINFER"], "TRT-LLM's own kernels or FlashInfer"
+
+
+def _shared_params(out: _Writer, info: ModelInfo, need: int) -> None:
+    out.comment("Shared by all engines (null: the engine's default).")
+    out.line("params:")
+    contexts = [c for c in _CONTEXTS if c >= need and (not info.max_positions or c < info.max_positions)][:3]
+    if contexts:
+        why = f"null = all {info.max_positions} positions; shorter leaves KV memory for more requests"
+        out.line(f"  max_model_len: {_flow({'choices': [None, *contexts]})}", why)
+    out.line("  max_num_seqs: {choices: [null, 128, 256, 512, 1024]}", "requests batched at once")
+    out.line("  max_num_batched_tokens: {choices: [null, 4096, 8192, 16384]}", "prefill chunk: TTFT vs TPOT")
+    out.line("  gpu_memory_utilization: {choices: [null, 0.85, 0.9, 0.95]}", "share of GPU memory the engine takes")
+    out.line("  cuda_graph: {choices: [null, false]}", "graphs on (null) or off: off starts faster, decodes slower")
+    out.line(f"  max_concurrency: {_flow({'choices': list(_LOADS), 'default': _LOADS[-1]})}",
+             "the load: swept on each launched server, not a launch knob")  # fmt: skip
+
+
+def _workload_section(out: _Writer, workload: dict, spec: str) -> None:
+    if workload["dataset"] == "sharegpt":
+        out.comment(f"ShareGPT: download {_SHAREGPT} and give its path (relative to where you run autotune).")
+    else:
+        out.comment(f"Random prompts of {workload['input_len']} tokens in and {workload['output_len']} out ({spec}).")
+    out.line("workload:")
+    for key, value in workload.items():
+        out.line(f"  {key}: {_flow(value)}")
+    out.line("  seed: 42")
+
+
+def _flow(value: object) -> str:
+    return (
+        yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1000).strip().removesuffix("...").strip()
+    )
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def line(self, text: str, why: str = "") -> None:
+        self.lines.append(f"{text}  # {why}" if why else text)
+
+    def comment(self, text: str) -> None:
+        self.lines.append(f"# {text}")
+
+    def blank(self) -> None:
+        self.lines.append("")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
