@@ -33,7 +33,9 @@ def test_real_study(vllm_cpu_python, tmp_path) -> None:
     elapsed = time.monotonic() - started
     print(done.stderr[-3000:], f"\nstudy took {elapsed:.0f} s")
     assert done.returncode == 0, done.stderr[-2000:]
-    trials = json.loads(autotune("study", "show", "--study", "vllm-cpu-tiny", "--json", studies=studies).stdout)["trials"]
+    trials = json.loads(autotune("study", "show", "--study", "vllm-cpu-tiny", "--json", studies=studies).stdout)[
+        "trials"
+    ]
     assert len(trials) == TRIALS and {t["state"] for t in trials} <= {"COMPLETE", "PRUNED"}
 
     baseline = trials[0]

@@ -14,7 +14,9 @@ FIGURES = ("Optimization history", "Parallel coordinates", "Parameter importance
 
 def test_report_renders_every_figure(quickstart_studies, tmp_path) -> None:
     out, csv = tmp_path / "report.html", tmp_path / "trials.csv"
-    done = autotune("study", "report", "--study", "quickstart", "--out", str(out), "--csv", str(csv), studies=quickstart_studies)
+    done = autotune(
+        "study", "report", "--study", "quickstart", "--out", str(out), "--csv", str(csv), studies=quickstart_studies
+    )
     assert done.returncode == 0, done.stderr
     text = out.read_text()
     assert "<script src=" not in text  # plotly is inlined: the file opens offline
