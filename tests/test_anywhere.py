@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,11 +29,16 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_fresh_venv_outside_the_checkout(tmp_path) -> None:
-    venv, work = tmp_path / "venv", tmp_path / "work"
+    venv, work, source = tmp_path / "venv", tmp_path / "work", tmp_path / "source"
     work.mkdir()
+    source.mkdir()
+    # what a source distribution holds, copied (pip builds in the source tree: never in the checkout under test)
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / part, source / part)
+    shutil.copytree(REPO / "autotune", source / "autotune", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(REPO)], capture_output=True, text=True,
-                             timeout=900)  # fmt: skip
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], capture_output=True,
+                             text=True, timeout=900)  # fmt: skip
     assert install.returncode == 0, install.stderr[-2000:]
     env = _clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
 
