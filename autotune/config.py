@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-EngineName = Literal["vllm", "sglang", "trtllm"]
+EngineName = Literal["vllm", "sglang", "trtllm", "transformers"]
 KvCacheDtype = Literal["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
@@ -103,6 +103,10 @@ class ServerConfig(BaseModel):
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     speculative: SpeculativeSpec | None = None
     cuda_graph: bool | None = None
+    # continuous batching (with paged attention) as a switch: only `transformers serve` can turn it off
+    continuous_batching: bool | None = None
+    torch_compile: bool | None = None  # torch.compile the model (transformers serve --compile)
+    kv_cache_blocks: PositiveInt | None = None  # KV-cache blocks to allocate, instead of a memory fraction
     deep_gemm: bool | None = None
     dtype: ModelDtype | None = None
     reasoning_parser: ArgValue | None = None

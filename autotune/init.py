@@ -60,8 +60,10 @@ def write_space(request: Request) -> str:
             weights do not fit the machine in any layout.
     """
     for engine in request.engines:
-        if engine not in ENGINES:
-            raise UsageError(f"--engine {engine}: no such engine; fix: use one of {', '.join(ENGINES)}")
+        if engine not in _KV_FP8:
+            hint = " (a one-GPU research server: start from `autotune space show transformers-h200`)"
+            raise UsageError(f"--engine {engine}: init writes spaces for {', '.join(_KV_FP8)}"
+                             f"{hint if engine in ENGINES else ''}; fix: --engine vllm (or sglang, trtllm)")  # fmt: skip
     if request.gpus < 1 or request.gpu_memory_gb <= 0:
         raise UsageError("--gpus and --gpu-memory-gb must be positive; fix: e.g. --gpus 8 --gpu-memory-gb 141")
     info = model_facts(request.model)

@@ -54,7 +54,7 @@ class Launch:
         self.engine, self.config, self.stall_timeout_s = engine, config, stall_timeout_s
         self.port = free_port()
         self.spec = engine.launch_spec(config, port=self.port)
-        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness_path, config.api_model_name)
+        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config))
 
     @property
     def pgid(self) -> int | None:
@@ -90,7 +90,10 @@ class Launch:
             kind = self.engine.classify_failure(exc.returncode, exc.log_tail)
             raise LaunchFailed(kind, str(exc), exc.log_tail) from None
         except ServerStartTimeout as exc:
-            raise LaunchFailed(FailureKind.TIMEOUT, str(exc)) from None
+            # killed for taking too long; a log that names a cause (CUDA out of memory at its first request) wins
+            tail = self.server.log_tail()
+            kind = self.engine.classify_failure(None, tail)
+            raise LaunchFailed(FailureKind.TIMEOUT if kind == FailureKind.CRASH else kind, str(exc), tail) from None
 
     def alive(self) -> bool:
         """Whether the engine still runs (another load can be measured on it)."""
@@ -103,7 +106,8 @@ class Launch:
             LaunchFailed: the engine died during the benchmark, or no request completed (hang when all timed out).
         """
         options = ClientOptions(self.server.base_url, self.config.api_model_name, workload.endpoint,
-                                workload.ignore_eos, stall_timeout_s=self.stall_timeout_s)  # fmt: skip
+                                workload.ignore_eos, stall_timeout_s=self.stall_timeout_s,
+                                extensions=self.engine.request_extensions)  # fmt: skip
         raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=on_progress,
                             include_requests=False)  # fmt: skip
         result = self.engine.model_time(raw)
@@ -112,10 +116,17 @@ class Launch:
             kind = self.engine.classify_failure(returncode, tail)
             raise LaunchFailed(kind, f"engine died during the benchmark (exit {returncode})", tail)
         if result["completed"] == 0:
-            errors = result["errors_by_type"]
-            kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
-            raise LaunchFailed(kind, f"ready, but every request failed: {errors}")
+            # e.g. a KV pool allocated at the first requests that does not fit: the log says CUDA out of memory
+            errors, tail = result["errors_by_type"], self.server.log_tail()
+            kind = self.engine.classify_failure(None, tail)
+            if kind == FailureKind.CRASH:
+                kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
+            raise LaunchFailed(kind, f"ready, but every request failed: {errors}", tail)
         return result
+
+    def gpu_facts(self) -> dict:
+        """GPU memory (MiB by GPU) before the launch, once ready and after the stop; whether it was released."""
+        return {**self.server.gpu_memory, "released": self.server.gpus_released}
 
 
 class DirectSimulation:
@@ -150,6 +161,10 @@ class DirectSimulation:
         except StartupFailure as exc:
             raise LaunchFailed(exc.kind, str(exc)) from None
         return 0.0
+
+    def gpu_facts(self) -> dict:
+        """No process, no GPU memory."""
+        return {}
 
     def alive(self) -> bool:
         """A model has no process to lose: a load that fails leaves the others measurable."""

@@ -250,6 +250,8 @@ class Objective:
         finally:
             wall_s = time.monotonic() - started
             trial.set_user_attr("trial_s", round(wall_s, 2))
+            if (gpu_facts := launch.gpu_facts()).get("before"):  # where nvidia-smi exists: the release check's data
+                trial.set_user_attr("gpu_memory_mib", gpu_facts)
             trial.set_user_attr("node_minutes", round(self._node_minutes(served, sweep.benchmarks_run, wall_s), 3))
             if launch.log_path.exists():
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),

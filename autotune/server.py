@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from autotune.engines.base import LaunchSpec
+from autotune.engines.readiness import Readiness
 from autotune.errors import AutotuneError
 
 log = logging.getLogger(__name__)
@@ -211,16 +212,22 @@ class ServerProcess:
         spec: what to run (argv, env, files written into ``workdir`` first).
         workdir: the trial's directory: the engine runs there and logs to ``server.log``.
         port: the port ``spec`` serves on (must be free).
-        ready_path: the engine's readiness endpoint.
-        served_model: the model name ``/v1/models`` must list.
+        ready: the engine's probe that it serves the expected model (``autotune.engines.readiness``).
+
+    GPU memory (MiB by GPU index, where nvidia-smi exists) is read before the launch, once it is ready and after it
+    stopped (``gpu_memory``), the last after waiting for the launch's memory to be released (``gpus_released``).
     """
 
-    def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready_path: str, served_model: str) -> None:
-        self.spec, self.workdir, self.port = spec, workdir, port
-        self.ready_path, self.served_model = ready_path, served_model
+    def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready: Readiness) -> None:
+        self.spec, self.workdir, self.port, self.ready = spec, workdir, port, ready
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
-        self.gpus_before: dict[str, int] = {}
+        self.gpu_memory: dict[str, dict[str, int]] = {}
+        self.gpus_released: bool | None = None
+
+    @property
+    def gpus_before(self) -> dict[str, int]:
+        return self.gpu_memory.get("before", {})
 
     @property
     def base_url(self) -> str:
@@ -234,7 +241,7 @@ class ServerProcess:
         if port_in_use(self.port):
             raise AutotuneError(f"port {self.port} is already in use before launch; another process would answer")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.gpus_before = gpu_memory_used()
+        self.gpu_memory = {"before": gpu_memory_used()}
         for name, content in self.spec.files.items():
             (self.workdir / name).write_text(content)
         with self.log_path.open("ab") as log_file:
@@ -258,7 +265,7 @@ class ServerProcess:
             return ""
 
     def wait_ready(self, timeout_s: float) -> float:
-        """Block until the engine serves ``served_model``; returns the seconds it took.
+        """Block until the engine's probe says it serves the expected model; returns the seconds it took.
 
         Raises:
             ServerCrashed: the process exited first.
@@ -269,21 +276,13 @@ class ServerProcess:
             while time.monotonic() - started < timeout_s:
                 if not self.alive():
                     raise ServerCrashed(self.process.returncode, self.log_tail())
-                if self._serves_expected_model(client) and self._owns_port():
+                if self.ready(client) and self._owns_port():
+                    self.gpu_memory["ready"] = gpu_memory_used()
                     return time.monotonic() - started
                 # quick first looks for fast starters (the simulator), then no more than every _POLL_S
                 time.sleep(min(_POLL_S, 0.05 * 1.5**polls))
                 polls += 1
         raise ServerStartTimeout(f"engine not ready within {timeout_s:.0f} s")
-
-    def _serves_expected_model(self, client: httpx.Client) -> bool:
-        try:
-            if client.get(self.ready_path).status_code != 200:
-                return False
-            models = client.get("/v1/models").json().get("data", [])
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return False
-        return any(m.get("id") == self.served_model for m in models if isinstance(m, dict))
 
     def _owns_port(self) -> bool:
         """True when a process of our group holds the listening socket (not an orphan answering on our port)."""
@@ -310,4 +309,6 @@ class ServerProcess:
         deadline = time.monotonic() + 30
         while port_in_use(self.port) and time.monotonic() < deadline:
             time.sleep(0.2)
-        wait_gpus_released(self.gpus_before)
+        if self.gpus_before:
+            self.gpus_released = wait_gpus_released(self.gpus_before)
+            self.gpu_memory["after"] = gpu_memory_used()

@@ -172,9 +172,16 @@ def test_classify_failure_without_a_message_uses_the_exit() -> None:
     assert engine.classify_failure(-9, "OSError: [Errno 98] Address already in use") is FailureKind.PORT_IN_USE
 
 
+# knobs each engine renders as values (transformers serve has no tp, max_num_seqs or max_model_len)
+CONTRACT_KNOBS = {
+    "transformers": {"continuous_batching": True, "max_num_batched_tokens": 256, "kv_cache_blocks": 32768}
+}
+
+
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_contract_rendering_is_pure_and_argv_only(name: str) -> None:
-    config = ServerConfig(engine=name, model=V32, tp=8, max_num_seqs=256, max_model_len=32768, cuda_graph=False)
+    knobs = CONTRACT_KNOBS.get(name, {"tp": 8, "max_num_seqs": 256, "max_model_len": 32768})
+    config = ServerConfig(engine=name, model=V32, cuda_graph=False, **knobs)
     engine = get_engine(name)
     first, second = engine.launch_spec(config, port=9000), engine.launch_spec(config, port=9000)
     assert first == second

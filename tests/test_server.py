@@ -12,6 +12,7 @@ import pytest
 
 from autotune.bench import scripted
 from autotune.engines.base import LaunchSpec
+from autotune.engines.readiness import lists_model
 from autotune.errors import AutotuneError
 from autotune.server import (
     ServerCrashed,
@@ -28,7 +29,7 @@ SLEEPER = LaunchSpec((sys.executable, "-c", "import time; time.sleep(120)"))
 
 def test_a_port_in_use_is_refused_before_launch(tmp_path) -> None:
     with scripted.serving(tmp_path / "orphan") as orphan:
-        server = ServerProcess(SLEEPER, tmp_path / "ours", orphan.port, "/health", "scripted")
+        server = ServerProcess(SLEEPER, tmp_path / "ours", orphan.port, lists_model("/health", "scripted"))
         with pytest.raises(AutotuneError, match="already in use"):
             server.__enter__()
         assert server.process is None  # nothing was launched
@@ -37,7 +38,7 @@ def test_a_port_in_use_is_refused_before_launch(tmp_path) -> None:
 def test_an_orphan_answering_on_our_port_is_not_taken_for_ours(tmp_path) -> None:
     # ours starts (alive, never listens); then another process takes the port and answers every health check
     port = free_port()
-    with ServerProcess(SLEEPER, tmp_path / "ours", port, "/health", "scripted") as ours:
+    with ServerProcess(SLEEPER, tmp_path / "ours", port, lists_model("/health", "scripted")) as ours:
         with scripted.serving(tmp_path / "orphan", port=port) as orphan, pytest.raises(ServerStartTimeout):
             ours.wait_ready(3)
         assert group_alive(ours.pgid) and not group_alive(orphan.pgid)
@@ -49,7 +50,7 @@ def test_our_engine_failing_to_bind_while_an_orphan_answers_is_a_crash(tmp_path)
     # the port is taken between our check and the engine's bind: the engine exits while the orphan answers
     late = LaunchSpec(("sh", "-c", f"sleep 2; exec {sys.executable} -m autotune.bench.scripted --port {port}"))
     with (
-        ServerProcess(late, tmp_path / "ours", port, "/health", "scripted") as ours,
+        ServerProcess(late, tmp_path / "ours", port, lists_model("/health", "scripted")) as ours,
         scripted.serving(tmp_path / "orphan", port=port),
         pytest.raises(ServerCrashed, match="exited with code 1"),
     ):

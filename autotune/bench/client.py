@@ -42,9 +42,14 @@ class RequestRecord:
     error: str | None = None
 
 
+# Fields vllm bench sends beyond the OpenAI API; a server that accepts none of them gets requests without them.
+REQUEST_EXTENSIONS = frozenset({"ignore_eos", "repetition_penalty"})
+
+
 @dataclass(frozen=True)
 class ClientOptions:
-    """How requests are sent. ``stall_timeout_s`` bounds the silence between two reads of one stream."""
+    """How requests are sent. ``stall_timeout_s`` bounds the silence between two reads of one stream;
+    ``extensions`` are the non-OpenAI request fields the server accepts (``ignore_eos`` is sent only if there)."""
 
     base_url: str
     model: str
@@ -55,6 +60,7 @@ class ClientOptions:
     connect_timeout_s: float = 30.0
     extra_body: dict = field(default_factory=dict)
     headers: dict = field(default_factory=dict)
+    extensions: frozenset[str] = REQUEST_EXTENSIONS
 
     @property
     def chat(self) -> bool:
@@ -67,8 +73,10 @@ def request_body(options: ClientOptions, request: BenchRequest) -> bytes:
     if options.chat:
         body |= {"messages": [{"role": "user", "content": request.prompt}], "max_completion_tokens": request.output_len}
     else:
-        body |= {"prompt": request.prompt, "max_tokens": request.output_len, "repetition_penalty": 1.0}
-    if options.ignore_eos:
+        body |= {"prompt": request.prompt, "max_tokens": request.output_len}
+        if "repetition_penalty" in options.extensions:
+            body["repetition_penalty"] = 1.0
+    if options.ignore_eos and "ignore_eos" in options.extensions:
         body["ignore_eos"] = True
     return json.dumps(body | options.extra_body).encode()
 

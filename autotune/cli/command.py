@@ -26,7 +26,10 @@ def command(
             help="search space (a YAML file or a shipped space's name); its fixed knobs and defaults are the base",
         ),
     ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="knob=value, e.g. tp=8 (knob names as `autotune space show` lists them)")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="knob=value, e.g. tp=8 (knob names as `autotune space show` lists them)"),
+    ] = None,
     gpus: Annotated[int | None, typer.Option(help="GPUs on the target machine (for the static rules)")] = None,
     port: Annotated[int | None, typer.Option(help="serve on this port (and --host); default: the engine's")] = None,
     host: Annotated[str, typer.Option(help="address to bind when --port is given")] = "127.0.0.1",

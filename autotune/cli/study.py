@@ -186,13 +186,16 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
                           "node_minutes_on_failures": on_failures, "learned_rules": rules}, indent=1, default=str))  # fmt: skip
         return
-    table = Table("#", "state", "engine", "params", "load", "value", "outcome", "node-min", title=f"study {name}")
+    columns = ["#", "state", "engine", "params", "load", "value", "outcome", "node-min"]
+    gpus = any(r["gpu_memory_mib"] for r in rows)
+    table = Table(*columns, *(["GPU MiB before→ready→after"] if gpus else []), title=f"study {name}")
     for r in rows:
         value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
         table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""),
                       ", ".join(f"{k}={v}" for k, v in r["params"].items()), _load_text(r["load"]) +
                       (f" ({len(r['benchmarks'])} measured)" if len(r["benchmarks"]) > 1 else ""), value,
-                      _row_outcome(r), f"{r['node_minutes'] or 0:.1f}")  # fmt: skip
+                      _row_outcome(r), f"{r['node_minutes'] or 0:.1f}",
+                      *([_gpu_text(r["gpu_memory_mib"])] if gpus else []))  # fmt: skip
     console = Console()
     console.print(table)
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
@@ -211,7 +214,15 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "node_minutes": attrs.get("node_minutes"), "failure_kind": attrs.get("failure_kind"),
             "rejected_by": attrs.get("rejected_by"), "taught_rule": attrs.get("taught_rule"),
             "duplicate_of": attrs.get("duplicate_of"), "launch_s": attrs.get("launch_s"),
-            "benchmark_s": attrs.get("benchmark_s")}  # fmt: skip
+            "benchmark_s": attrs.get("benchmark_s"), "gpu_memory_mib": attrs.get("gpu_memory_mib")}  # fmt: skip
+
+
+def _gpu_text(facts: dict | None) -> str:
+    """Memory in use over the GPUs, before the launch → once ready → after the stop ("not released" if it stayed)."""
+    if not facts:
+        return ""
+    used = [str(sum(facts[k].values())) if facts.get(k) else "-" for k in ("before", "ready", "after")]
+    return "→".join(used) + ("" if facts.get("released") is not False else " not released")
 
 
 def _row_outcome(r: dict) -> str:

@@ -7,11 +7,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from autotune.config import Hardware, ServerConfig
 from autotune.engines.base import Engine, LaunchSpec, Rule
 from autotune.engines.sglang import SglangEngine
+from autotune.engines.transformers import TransformersEngine
 from autotune.engines.trtllm import TrtllmEngine
 from autotune.engines.vllm import VllmEngine
 from autotune.errors import UnsupportedConfig, UsageError
 
-ENGINES: dict[str, type[Engine]] = {cls.name: cls for cls in (VllmEngine, SglangEngine, TrtllmEngine)}
+ENGINES: dict[str, type[Engine]] = {
+    cls.name: cls for cls in (VllmEngine, SglangEngine, TrtllmEngine, TransformersEngine)
+}
 
 
 def get_engine(name: str, executable: Sequence[str] | None = None) -> Engine:

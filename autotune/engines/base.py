@@ -16,8 +16,10 @@ from typing import ClassVar
 from packaging.version import Version
 from tokenizers import Tokenizer
 
+from autotune.bench.client import REQUEST_EXTENSIONS
 from autotune.bench.datasets import load_tokenizer
 from autotune.config import Hardware, ServerConfig
+from autotune.engines.readiness import Readiness, lists_model
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.models import ModelInfo, resolve_model
 
@@ -112,6 +114,15 @@ COMMON_FAILURE_PATTERNS = _patterns(
 )
 
 
+def transformers_only_knobs(engine: str) -> dict[str, str]:
+    """The knobs only `transformers serve` has, with why ``engine`` (a serving engine) refuses them."""
+    return {
+        "continuous_batching": f"{engine} always batches continuously: leave continuous_batching unset",
+        "torch_compile": f"{engine} compiles on its own (its switch here is cuda_graph): leave torch_compile unset",
+        "kv_cache_blocks": f"{engine} sizes its KV cache by gpu_memory_utilization: leave kv_cache_blocks unset",
+    }
+
+
 class Engine(ABC):
     """An engine adapter. Subclasses set the class attributes and implement ``render``.
 
@@ -124,6 +135,8 @@ class Engine(ABC):
     default_executable: ClassVar[tuple[str, ...]]
     default_version: ClassVar[str]
     readiness_path: ClassVar[str] = "/health"
+    # request fields beyond the OpenAI API that the server accepts (a strict server refuses a request with others)
+    request_extensions: ClassVar[frozenset[str]] = REQUEST_EXTENSIONS
     rules: ClassVar[tuple[Rule, ...]] = ()
     # knob -> why this engine has no such knob; setting it is refused rather than silently dropped.
     unsupported_knobs: ClassVar[dict[str, str]] = {}
@@ -157,6 +170,10 @@ class Engine(ABC):
     @abstractmethod
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         """The engine-specific part of ``launch_spec`` (without extra_args and env, which are added after)."""
+
+    def readiness(self, config: ServerConfig) -> Readiness:
+        """How a launch of ``config`` confirms it serves the expected model: ``/v1/models`` lists it."""
+        return lists_model(self.readiness_path, config.api_model_name)
 
     def check(self, config: ServerConfig, hardware: Hardware) -> None:
         """Apply every static rule; raise on the first one broken.

@@ -10,7 +10,7 @@ import yaml
 from packaging.version import Version
 
 from autotune.config import ServerConfig
-from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns
+from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, WEIGHTS_FIT, gpu_count_rule, only_mtp_rule
 from autotune.errors import FailureKind
 
@@ -56,6 +56,7 @@ class TrtllmEngine(Engine):
         "dcp": "TRT-LLM has no decode context parallelism knob",
         "prefill_attention_backend": "TRT-LLM has one attention backend; use attention_backend",
         "decode_attention_backend": "TRT-LLM has one attention backend; use attention_backend",
+        **transformers_only_knobs("TRT-LLM"),
         "dtype": "TRT-LLM takes the dtype from the model checkpoint",
         "tokenizer_mode": "TRT-LLM has no tokenizer-mode flag",
     }

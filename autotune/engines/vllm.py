@@ -7,7 +7,7 @@ import json
 from packaging.version import Version
 
 from autotune.config import ServerConfig
-from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns
+from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, WEIGHTS_FIT, gpu_count_rule, only_mtp_rule
 from autotune.errors import FailureKind
 
@@ -75,6 +75,7 @@ class VllmEngine(Engine):
     unsupported_knobs = {
         "prefill_attention_backend": "vLLM has one attention backend for prefill and decode; use attention_backend",
         "decode_attention_backend": "vLLM has one attention backend for prefill and decode; use attention_backend",
+        **transformers_only_knobs("vLLM"),
     }
     failure_patterns = _patterns(
         (

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from autotune.engines.base import LaunchSpec
+from autotune.engines.readiness import lists_model
 from autotune.server import ServerProcess, free_port, gpu_memory_used
 
 pytestmark = pytest.mark.gpu
@@ -46,7 +47,7 @@ def test_a_launchs_memory_is_released_before_the_next_launch(free_gib, tmp_path)
     gpu = next(iter(gpu_memory_used()))
     spec = LaunchSpec((sys.executable, "-c", HOLD, str(gib)), env={"CUDA_VISIBLE_DEVICES": gpu})
     for launch in range(2):
-        server = ServerProcess(spec, tmp_path / str(launch), free_port(), "/health", "-")
+        server = ServerProcess(spec, tmp_path / str(launch), free_port(), lists_model("/health", "-"))
         with server:
             assert _wait_holding(server), server.log_tail()  # the second launch too: no out-of-memory
             held_mib = gpu_memory_used()[gpu] - server.gpus_before[gpu]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -217,3 +218,28 @@ def test_a_recorded_group_is_recognised_only_as_itself() -> None:
         process.kill()
         process.wait()
     assert not recorded_group_alive(record) and not group_alive(process.pid)
+
+
+def test_gpu_memory_before_ready_and_after_is_recorded_per_trial(tmp_path, studies) -> None:
+    # a fake nvidia-smi: one GPU whose memory rises while a server runs (it writes a marker file while alive)
+    marker, smi = tmp_path / "serving", tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\nif ls {marker}.* >/dev/null 2>&1; then echo '0, 90000'; else echo '0, 512'; fi\n")
+    smi.chmod(0o755)
+    holder = tmp_path / "hold.sh"  # the engine: marks the GPU used while it runs, then execs the scripted server
+    holder.write_text(f"#!/bin/sh\ntouch {marker}.$$\ntrap 'rm -f {marker}.$$' EXIT TERM\n{ENGINE} \"$@\" &\nwait $!\n")
+    holder.chmod(0o755)
+    space = write_space(tmp_path)
+    env = {"PATH": f"{smi.parent}:{os.environ['PATH']}"}
+    done = autotune("study", "run", str(space), "--n-trials", "2", "--seed", "1", "--executable", str(holder),
+                    studies=studies, env_extra=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    launched = [t for t in show("scripted", studies)["trials"] if t["launched"]]
+    assert launched
+    for trial in launched:
+        facts = trial["gpu_memory_mib"]
+        assert facts["before"] == facts["after"] == {"0": 512} and facts["released"] is True, facts
+        # a server that became ready held the memory then; one that failed at start-up never got there
+        assert facts.get("ready") == (None if trial["failure_kind"] else {"0": 90000})
+    table = autotune("study", "show", "--study", "scripted", studies=studies, env_extra=env | {"COLUMNS": "300"}).stdout
+    assert "512→90000→512" in table
