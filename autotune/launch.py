@@ -54,7 +54,7 @@ class Launch:
         self.engine, self.config, self.stall_timeout_s = engine, config, stall_timeout_s
         self.port = free_port()
         self.spec = engine.launch_spec(config, port=self.port)
-        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config))
+        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config), engine.failed_while_alive)
 
     @property
     def pgid(self) -> int | None:
@@ -107,7 +107,8 @@ class Launch:
         """
         options = ClientOptions(self.server.base_url, self.config.api_model_name, workload.endpoint,
                                 workload.ignore_eos, stall_timeout_s=self.stall_timeout_s,
-                                extensions=self.engine.request_extensions)  # fmt: skip
+                                extensions=self.engine.request_extensions,
+                                chat_length_field=self.engine.chat_length_field)  # fmt: skip
         raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=on_progress,
                             include_requests=False)  # fmt: skip
         result = self.engine.model_time(raw)

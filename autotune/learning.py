@@ -26,6 +26,7 @@ LEARNABLE = (FailureKind.UNSUPPORTED, FailureKind.BAD_FLAG, FailureKind.CRASH)
 _ERROR_LINE = re.compile(r"error|exception|unsupported|not supported|invalid|unrecognized|not implemented|assert",
                          re.IGNORECASE)  # fmt: skip
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _COMMON = {"none", "null", "true", "false", "auto", "default", "error", "the", "and", "for", "not", "with"}
 
 # Knobs whose larger value needs more GPU memory (context, running requests, prefill chunk).
@@ -57,8 +58,11 @@ def broken_learned_rule(study: optuna.Study, params: dict[str, Any]) -> dict | N
 
 
 def _error_words(log_text: str) -> set[str]:
+    """Words of the log's error lines, CamelCase split and with trailing digits also dropped ("FlashAttention2 has
+    been toggled on" names flash_attention_2)."""
     lines = [line for line in log_text.splitlines() if _ERROR_LINE.search(line)]
-    return {w.lower() for line in lines for w in _WORD.findall(line.replace("_", " "))}
+    words = {w.lower() for line in lines for w in _WORD.findall(_CAMEL.sub(" ", line.replace("_", " ")))}
+    return words | {w.rstrip("0123456789") for w in words}
 
 
 def _value_words(engine: Engine, config: ServerConfig, knobs: dict[str, Any]) -> set[str]:

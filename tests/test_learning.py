@@ -69,3 +69,14 @@ def test_a_failure_names_the_one_parameter_whose_value_its_error_line_mentions()
     log = "INFO starting with bfloat16 weights\nNotImplementedError: Unsupported speculative method: 'mtp'\n"
     assert named_params(get_engine("vllm"), config, params, log) == ["speculative"]
     assert named_params(get_engine("vllm"), config, params, "RuntimeError: Engine core initialization failed") == []
+
+
+def test_a_camel_case_error_names_a_snake_case_value() -> None:
+    # transformers serve's words for --attn-implementation flash_attention_2 when flash_attn is not installed
+    config = ServerConfig(engine="transformers", model="m", continuous_batching=True, cuda_graph=True,
+                          attention_backend="flash_attention_2")  # fmt: skip
+    params = {"batching": {"continuous_batching": True, "cuda_graph": True},
+              "transformers.attention_backend": {"attention_backend": "flash_attention_2"}}  # fmt: skip
+    log = ("ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+           "the package for FlashAttention2 doesn't seem to be installed.")  # fmt: skip
+    assert named_params(get_engine("transformers"), config, params, log) == ["transformers.attention_backend"]

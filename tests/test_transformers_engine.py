@@ -78,9 +78,12 @@ def test_failures_in_its_own_words(log, kind) -> None:
 def test_sends_no_request_extensions() -> None:
     request = BenchRequest(prompt="hello there", prompt_len=2, output_len=8)
     for endpoint in ("/v1/completions", "/v1/chat/completions"):
-        strict = ClientOptions("http://x", "m", endpoint, extensions=get_engine("transformers").request_extensions)
+        engine = get_engine("transformers")
+        strict = ClientOptions("http://x", "m", endpoint, extensions=engine.request_extensions,
+                               chat_length_field=engine.chat_length_field)  # fmt: skip
         body = json.loads(request_body(strict, request))
         assert "ignore_eos" not in body and "repetition_penalty" not in body
+        assert body["max_tokens"] == 8 and "max_completion_tokens" not in body
         assert json.loads(request_body(ClientOptions("http://x", "m", endpoint), request))["ignore_eos"] is True
 
 
@@ -109,3 +112,12 @@ def test_an_out_of_memory_during_the_benchmark_is_oom(tmp_path) -> None:
         with pytest.raises(LaunchFailed) as failed:
             launch.measure(workload)
     assert failed.value.kind is FailureKind.OOM and "CUDA out of memory" in failed.value.evidence
+
+
+def test_an_out_of_memory_at_the_readiness_probe_fails_the_launch_at_once(tmp_path) -> None:
+    # the first request allocates the KV pool: it fails, the server stays up answering 500, the log says why
+    with strict_launch(tmp_path, "transformers", SCRIPTED_OOM_AT_REQUEST="1") as launch:
+        with pytest.raises(LaunchFailed) as failed:
+            launch.wait_ready(60)
+        assert launch.alive()  # still running: the log, not an exit, said the launch failed
+    assert failed.value.kind is FailureKind.OOM and "failed while running" in failed.value.reason

@@ -61,6 +61,8 @@ class ClientOptions:
     extra_body: dict = field(default_factory=dict)
     headers: dict = field(default_factory=dict)
     extensions: frozenset[str] = REQUEST_EXTENSIONS
+    # the chat request's length field: OpenAI's current one, or the older max_tokens some servers read instead
+    chat_length_field: str = "max_completion_tokens"
 
     @property
     def chat(self) -> bool:
@@ -71,7 +73,10 @@ def request_body(options: ClientOptions, request: BenchRequest) -> bytes:
     """The JSON body vllm bench would send for this request."""
     body: dict = {"model": options.model, "stream": True, "stream_options": {"include_usage": True}}
     if options.chat:
-        body |= {"messages": [{"role": "user", "content": request.prompt}], "max_completion_tokens": request.output_len}
+        body |= {
+            "messages": [{"role": "user", "content": request.prompt}],
+            options.chat_length_field: request.output_len,
+        }
     else:
         body |= {"prompt": request.prompt, "max_tokens": request.output_len}
         if "repetition_penalty" in options.extensions:

@@ -137,6 +137,7 @@ class Engine(ABC):
     readiness_path: ClassVar[str] = "/health"
     # request fields beyond the OpenAI API that the server accepts (a strict server refuses a request with others)
     request_extensions: ClassVar[frozenset[str]] = REQUEST_EXTENSIONS
+    chat_length_field: ClassVar[str] = "max_completion_tokens"  # the chat request field the server reads as length
     rules: ClassVar[tuple[Rule, ...]] = ()
     # knob -> why this engine has no such knob; setting it is refused rather than silently dropped.
     unsupported_knobs: ClassVar[dict[str, str]] = {}
@@ -170,6 +171,11 @@ class Engine(ABC):
     @abstractmethod
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         """The engine-specific part of ``launch_spec`` (without extra_args and env, which are added after)."""
+
+    def failed_while_alive(self, log_tail: str) -> bool:
+        """Whether the log says a launch that is still running has failed for good (stop waiting for it to be ready).
+        Serving engines exit when they fail to start, so by default only an exit says so."""
+        return False
 
     def readiness(self, config: ServerConfig) -> Readiness:
         """How a launch of ``config`` confirms it serves the expected model: ``/v1/models`` lists it."""

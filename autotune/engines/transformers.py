@@ -3,11 +3,14 @@ batching over paged attention, CUDA graphs and a KV pool sized by a memory share
 
 What differs from the serving engines, measured on an H200 (../shared/reference/gpu-transformers-serve.md):
 - ``/v1/models`` lists the Hugging Face hub cache, not the served path, so readiness is a one-token completion;
-- requests with vLLM's extensions (``ignore_eos``) are refused with HTTP 422, so none are sent;
+- requests with vLLM's extensions (``ignore_eos``) are refused with HTTP 422, so none are sent, and a chat request's
+  length is read from ``max_tokens`` (``max_completion_tokens`` is ignored: answers ran to the model's default);
 - the KV pool is allocated at the first requests: an out-of-memory shows in the log during a benchmark.
 """
 
 from __future__ import annotations
+
+import re
 
 from packaging.version import Version
 
@@ -19,6 +22,7 @@ from autotune.errors import FailureKind
 # the knobs that configure the continuous-batching scheduler (--cb-*): meaningless, and ignored, without it
 _CB_KNOBS = ("cuda_graph", "max_num_batched_tokens", "kv_cache_blocks", "gpu_memory_utilization")
 _NO_SUCH_KNOB = "transformers serve has no such flag"
+_CUDA_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 
 
 def _cb_knobs_need_continuous_batching(ctx: RuleContext) -> str | None:
@@ -41,6 +45,7 @@ class TransformersEngine(Engine):
     default_version = "5.17.0"
     readiness_path = "/health"
     request_extensions = frozenset()
+    chat_length_field = "max_tokens"  # 5.19 logs "Ignoring unsupported fields ... 'max_completion_tokens'"
     unsupported_knobs = {
         "served_model_name": "transformers serve answers to the model path; clients use it",
         "ep": _NO_SUCH_KNOB,
@@ -75,6 +80,11 @@ class TransformersEngine(Engine):
             _cb_knobs_need_continuous_batching,
         ),
     )
+
+    def failed_while_alive(self, log_tail: str) -> bool:
+        """The KV pool is allocated at the first request (the readiness probe): if that runs out of CUDA memory the
+        server stays up, answering 500, so the log is what says the launch failed."""
+        return _CUDA_OOM.search(log_tail) is not None
 
     def readiness(self, config: ServerConfig) -> Readiness:
         """``/health``, then a one-token completion (``/v1/models`` lists the hub cache, not what is served)."""

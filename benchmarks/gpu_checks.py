@@ -1,0 +1,108 @@
+"""On a GPU with transformers serve (run by benchmarks/gpu_study.sh checks): two induced CUDA out-of-memory launches are
+classified `oom`, and `autotune bench` agrees with a second, independent client on the same server.
+
+    OUT=/tmp/out benchmarks/gpu_study.sh checks
+
+1. A KV pool beyond the card (kv_cache_blocks far too many): the first request (the readiness probe) runs out.
+2. A second server on a card whose first server's KV pool already fills it.
+3. The same load (96 chat requests of 128 tokens in, 64 out, 64 at a time) measured twice with `autotune bench` and
+   once with a second client: plain httpx, non-streaming, tokens counted from the server's `usage` and time from its
+   own clock. Prints each output tok/s and the ratio autotune / second client (the anchor, in the same run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autotune.bench.datasets import build_requests  # noqa: E402
+from autotune.launch import Launch, LaunchFailed  # noqa: E402
+from autotune.objective import anchored_paths, engine_for  # noqa: E402
+from autotune.spacefile import load_space  # noqa: E402
+
+SPACE = load_space("transformers-h200")
+ENGINE = engine_for(SPACE, "transformers")
+BASE = anchored_paths(SPACE.default_point("transformers").server)
+FAST = BASE.model_copy(update={"continuous_batching": True, "cuda_graph": True})
+LOAD = SPACE.workload.model_copy(update={"max_concurrency": 64})
+
+
+def induced_oom(name: str, config, workdir: Path) -> str:
+    """Launch ``config`` and benchmark it; the failure kind it ends with."""
+    launch = Launch(ENGINE, config, workdir / name)
+    try:
+        with launch:
+            launch.wait_ready(SPACE.startup_timeout_s)
+            launch.measure(LOAD)
+    except LaunchFailed as failed:
+        gpus = launch.gpu_facts()
+        print(f"{name}: {failed.kind.value} ({failed.reason[:160]}); GPU MiB before/after {gpus.get('before')} "
+              f"{gpus.get('after')} released {gpus.get('released')}", flush=True)  # fmt: skip
+        return failed.kind.value
+    print(f"{name}: no failure (not induced)", flush=True)
+    return "none"
+
+
+def autotune_bench(base_url: str, tokenizer: str) -> float:
+    argv = [sys.executable, "-m", "autotune", "bench", "--base-url", base_url, "--model", FAST.api_model_name,
+            "--tokenizer", tokenizer, "--endpoint", LOAD.endpoint, "--dataset", "random", "--input-len",
+            str(LOAD.input_len), "--output-len", str(LOAD.output_len), "--num-prompts", str(LOAD.num_prompts),
+            "--max-concurrency", "64", "--seed", str(LOAD.seed), "--no-ignore-eos", "--json"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO)
+    return json.loads(done.stdout)["output_throughput"]
+
+
+async def second_client(base_url: str, prompts: list[str]) -> float:
+    """Output tokens per second over the run: the server's usage counts, this client's clock, 64 requests at a time."""
+    limit, tokens = asyncio.Semaphore(64), []
+
+    async def one(client: httpx.AsyncClient, prompt: str) -> None:
+        async with limit:
+            body = {"model": FAST.api_model_name, "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": LOAD.output_len}  # fmt: skip
+            answer = await client.post("/v1/chat/completions", json=body)
+            answer.raise_for_status()
+            tokens.append(answer.json()["usage"]["completion_tokens"])
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=httpx.Limits(max_connections=64)) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(one(client, p) for p in prompts))
+        return sum(tokens) / (time.perf_counter() - started)
+
+
+def agreement(workdir: Path) -> None:
+    with Launch(ENGINE, FAST, workdir / "agreement") as launch:
+        launch.wait_ready(SPACE.startup_timeout_s)
+        prompts = [r.prompt for r in build_requests(LOAD, ENGINE.tokenizer(FAST))]
+        first = autotune_bench(launch.base_url, FAST.model)
+        other = asyncio.run(second_client(launch.base_url, prompts))
+        second = autotune_bench(launch.base_url, FAST.model)
+    print(f"autotune bench output tok/s: {first:.1f} and {second:.1f}; second client: {other:.1f}; "
+          f"ratio autotune / second client: {first / other:.3f} and {second / other:.3f}", flush=True)  # fmt: skip
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        beyond = FAST.model_copy(update={"kv_cache_blocks": 50_000_000})
+        induced_oom("kv pool beyond the card", beyond, workdir)
+        full = FAST.model_copy(update={"gpu_memory_utilization": 0.9})
+        with Launch(ENGINE, full, workdir / "first") as first:
+            first.wait_ready(SPACE.startup_timeout_s)
+            first.measure(LOAD)  # its KV pool is allocated at the first requests: now it holds the card
+            induced_oom("second server on a full card", FAST, workdir)
+        agreement(workdir)
+
+
+if __name__ == "__main__":
+    main()
