@@ -18,6 +18,7 @@ from rich.table import Table
 
 from autotune import __version__
 from autotune.cli.options import JsonOpt, SpaceArg, storage_urls
+from autotune.engines import get_engine
 from autotune.errors import AutotuneError
 from autotune.settings import Settings
 from autotune.spacefile import load_space
@@ -62,17 +63,19 @@ def _engine_check(engine: str, executable: list[str], simulated: bool) -> dict:
     if found is None:
         return {"check": name, "ok": False,
                 "detail": f"{program} not found; fix: install {engine} or set engines.{engine}.executable"}  # fmt: skip
-    return {"check": name, "ok": True, "detail": f"{' '.join(executable)}: {_version(executable)}"}
+    version = _version(get_engine(engine, executable).version_argv())
+    return {"check": name, "ok": True, "detail": f"{' '.join(executable)}: {version}"}
 
 
-def _version(executable: list[str]) -> str:
+def _version(argv: list[str]) -> str:
     try:
-        done = subprocess.run([*executable, "--version"], capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S,
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S,
                               stdin=subprocess.DEVNULL)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"found, version unknown ({type(exc).__name__})"
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if _VERSION.fullmatch(line.strip().split()[-1])]
-    return f"version {lines[-1].strip().split()[-1]}" if done.returncode == 0 and lines else "found, version unknown"
+    words = [line.split()[-1] for line in (done.stdout + done.stderr).splitlines() if line.split()]
+    versions = [word for word in words if _VERSION.fullmatch(word)]
+    return f"version {versions[-1]}" if done.returncode == 0 and versions else "found, version unknown"
 
 
 def _gpu_check(wanted: int) -> dict:

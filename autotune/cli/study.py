@@ -201,9 +201,7 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():
-        console.print(
-            f"learned rule 'learned:{rule_id}' (trial {rule['trial']}, {rule['kind']}): {rule['reason'][:100]}"
-        )
+        console.print(f"learned rule '{rule_id}' (trial {rule['trial']}, {rule['kind']}): {rule['reason'][:100]}")
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:

@@ -172,6 +172,10 @@ class Engine(ABC):
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         """The engine-specific part of ``launch_spec`` (without extra_args and env, which are added after)."""
 
+    def version_argv(self) -> list[str]:
+        """The command that prints the installed engine's version (its last word), for `autotune doctor`."""
+        return [*self.executable, "--version"]
+
     def failed_while_alive(self, log_tail: str) -> bool:
         """Whether the log says a launch that is still running has failed for good (stop waiting for it to be ready).
         Serving engines exit when they fail to start, so by default only an exit says so."""

@@ -109,6 +109,12 @@ class SglangEngine(Engine):
     def gpus_used(self, config: ServerConfig) -> int:
         return _gpus(config)
 
+    def version_argv(self) -> list[str]:
+        # launch_server has no --version; the interpreter that runs it knows the package's
+        if len(self.executable) >= 3 and self.executable[1] == "-m":
+            return [self.executable[0], "-c", "import sglang; print(sglang.__version__)"]
+        return super().version_argv()
+
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, renamed = config, version >= _RENAMES_SINCE
         out = ArgvBuilder([*self.executable, "--model-path", cfg.model])

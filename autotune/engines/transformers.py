@@ -81,6 +81,9 @@ class TransformersEngine(Engine):
         ),
     )
 
+    def version_argv(self) -> list[str]:
+        return [*self.executable, "version"]  # `transformers version` prints it; there is no --version
+
     def failed_while_alive(self, log_tail: str) -> bool:
         """The KV pool is allocated at the first request (the readiness probe): if that runs out of CUDA memory the
         server stays up, answering 500, so the log is what says the launch failed."""

@@ -82,3 +82,10 @@ def test_a_real_launch_is_ready_and_measured_then_flash_attention_2_is_unsupport
             pytest.raises(LaunchFailed) as failed:  # fmt: skip
         launch.wait_ready(240)
     assert failed.value.kind is FailureKind.UNSUPPORTED, failed.value.evidence[-500:]
+
+
+def test_doctor_reads_the_installed_version(transformers_cli) -> None:
+    from autotune.cli.doctor import _engine_check
+
+    check = _engine_check("transformers", [str(transformers_cli)], simulated=False)
+    assert check["ok"] and check["detail"].split()[-2:][0] == "version" and check["detail"].split()[-1][0] == "5"
