@@ -17,6 +17,7 @@ from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import load_tokenizer
 from autotune.bench.metrics import format_block
 from autotune.bench.runner import run_benchmark
+from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UsageError
 from autotune.space import Workload
 
@@ -54,8 +55,13 @@ def bench(
     request_timeout: Annotated[float, typer.Option(help="seconds a request may take")] = 6 * 3600.0,
     save_result: Annotated[Path | None, typer.Option(help="write vllm bench's result JSON here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result JSON instead of the block")] = False,
+    engine: Annotated[
+        str,
+        typer.Option(help="the server's engine (vllm, sglang, trtllm, transformers): which request fields it takes"),
+    ] = "vllm",
 ) -> None:
     """Benchmark a running OpenAI-compatible server; exit 1 when it is unreachable or every request failed."""
+    adapter = get_engine(engine)  # strict servers (transformers) refuse ignore_eos and read max_tokens
     try:
         workload = Workload(dataset=dataset, path=str(dataset_path) if dataset_path else None, endpoint=endpoint,
                             input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len,
@@ -71,7 +77,16 @@ def bench(
     printed = tuple(float(p) for p in percentiles.split(","))
     check_server(base_url)
     tok = load_tokenizer(tokenizer) if tokenizer else None
-    options = ClientOptions(base_url, model, endpoint, ignore_eos, request_timeout, stall_timeout)
+    options = ClientOptions(
+        base_url,
+        model,
+        endpoint,
+        ignore_eos,
+        request_timeout,
+        stall_timeout,
+        extensions=adapter.request_extensions,
+        chat_length_field=adapter.chat_length_field,
+    )
     with _progress_bar(num_prompts, quiet=as_json) as hook:
         result = run_benchmark(options, workload, tok, goodput=slos, percentiles=printed, shards=shards,
                                on_progress=hook, tokenizer_id=str(tokenizer) if tokenizer else None)  # fmt: skip
