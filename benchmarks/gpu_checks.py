@@ -1,12 +1,13 @@
-"""On a GPU with transformers serve (run by benchmarks/gpu_study.sh checks): two induced CUDA out-of-memory launches are
+"""On a GPU with transformers serve (run by benchmarks/gpu_study.sh checks): an induced CUDA out-of-memory launch is
 classified `oom`, and `autotune bench` agrees with a second, independent client on the same server.
 
     OUT=/tmp/out benchmarks/gpu_study.sh checks
 
 1. A second server, with a fixed KV pool, on a card whose first server's KV pool already fills it.
-2. The same load (96 chat requests of 128 tokens in, 64 out, 64 at a time) measured twice with `autotune bench` and
-   once with a second client: plain httpx streaming the same requests, tokens counted as the content chunks it
-   receives (the server sends no usage when streaming) and time from its own clock. Prints each output tok/s and the ratio autotune / second client (the anchor, in the same run).
+2. The same load (96 chat requests of 128 tokens in, 64 out, 64 at a time), after a warm-up run, measured twice
+   with `autotune bench` and twice with a second client, alternately: plain httpx streaming the same requests,
+   tokens counted as the content chunks it receives (the server sends no usage when streaming), time from its own
+   clock. Prints each output tok/s and the ratio autotune / second client (the anchor, in the same run).
 """
 
 from __future__ import annotations
