@@ -11,6 +11,7 @@ from collections.abc import Callable
 import httpx
 
 Readiness = Callable[[httpx.Client], bool]
+_PROBE_TIMEOUT_S = 30.0
 
 
 def lists_model(ready_path: str, served_model: str) -> Readiness:
@@ -37,7 +38,9 @@ def answers_a_request(ready_path: str, served_model: str) -> Readiness:
         try:
             if client.get(ready_path).status_code != 200:
                 return False
-            return client.post("/v1/chat/completions", json=body, timeout=120.0).status_code == 200
+            # bounded, so that the caller looks at the process and its log between probes (a first request that
+            # runs out of memory can leave the server up and the request unanswered)
+            return client.post("/v1/chat/completions", json=body, timeout=_PROBE_TIMEOUT_S).status_code == 200
         except httpx.HTTPError:
             return False
 
