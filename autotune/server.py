@@ -215,14 +215,15 @@ class ServerProcess:
         workdir: the trial's directory: the engine runs there and logs to ``server.log``.
         port: the port ``spec`` serves on (must be free).
         ready: the engine's probe that it serves the expected model (``autotune.engines.readiness``).
-        failed: whether the log says the launch failed although the process still runs (None: only an exit says so).
+        failed: given the log, the part of it that says the launch failed although the process still runs, else
+            None (no callback: only an exit says so).
 
     GPU memory (MiB by GPU index, where nvidia-smi exists) is read before the launch, once it is ready and after it
     stopped (``gpu_memory``), the last after waiting for the launch's memory to be released (``gpus_released``).
     """
 
     def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready: Readiness,
-                 failed: Callable[[str], bool] | None = None) -> None:  # fmt: skip
+                 failed: Callable[[str], str | None] | None = None) -> None:  # fmt: skip
         self.spec, self.workdir, self.port, self.ready, self.failed = spec, workdir, port, ready, failed
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
@@ -260,6 +261,12 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_bytes().decode(errors="replace")
+        except OSError:
+            return ""
+
     def log_tail(self) -> str:
         try:
             with self.log_path.open("rb") as f:
@@ -280,8 +287,9 @@ class ServerProcess:
             while time.monotonic() - started < timeout_s:
                 if not self.alive():
                     raise ServerCrashed(self.process.returncode, self.log_tail())
-                if self.failed is not None and self.failed(tail := self.log_tail()):
-                    raise ServerCrashed(None, tail)
+                # the whole log: a failure message is soon buried under the answers to our own health polls
+                if self.failed is not None and (evidence := self.failed(self.log_text())):
+                    raise ServerCrashed(None, evidence)
                 if self.ready(client) and self._owns_port():
                     self.gpu_memory["ready"] = gpu_memory_used()
                     return time.monotonic() - started

@@ -176,10 +176,10 @@ class Engine(ABC):
         """The command that prints the installed engine's version (its last word), for `autotune doctor`."""
         return [*self.executable, "--version"]
 
-    def failed_while_alive(self, log_tail: str) -> bool:
-        """Whether the log says a launch that is still running has failed for good (stop waiting for it to be ready).
-        Serving engines exit when they fail to start, so by default only an exit says so."""
-        return False
+    def failed_while_alive(self, log: str) -> str | None:
+        """The part of a still-running launch's log that says it failed for good (stop waiting for it to be ready),
+        or None. Serving engines exit when they fail to start, so by default only an exit says so."""
+        return None
 
     def readiness(self, config: ServerConfig) -> Readiness:
         """How a launch of ``config`` confirms it serves the expected model: ``/v1/models`` lists it."""

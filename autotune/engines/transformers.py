@@ -84,10 +84,14 @@ class TransformersEngine(Engine):
     def version_argv(self) -> list[str]:
         return [*self.executable, "version"]  # `transformers version` prints it; there is no --version
 
-    def failed_while_alive(self, log_tail: str) -> bool:
-        """The KV pool is allocated at the first request (the readiness probe): if that runs out of CUDA memory the
-        server stays up, answering 500, so the log is what says the launch failed."""
-        return _CUDA_OOM.search(log_tail) is not None
+    def failed_while_alive(self, log: str) -> str | None:
+        """A KV pool that runs out of CUDA memory (at start-up with a fixed block count, else at the first request)
+        leaves the server up, answering 503 or 500: the log says the launch failed, up to the end of that line."""
+        match = _CUDA_OOM.search(log)
+        if match is None:
+            return None
+        end = log.find("\n", match.end())
+        return log[max(0, match.start() - 4000) : end if end != -1 else len(log)]
 
     def readiness(self, config: ServerConfig) -> Readiness:
         """``/health``, then a one-token completion (``/v1/models`` lists the hub cache, not what is served)."""
