@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 LAUNCH_CONSTRAINT = "launch"
 PESSIMISTIC = {"maximize": 0.0, "minimize": 1e12}
 _CHECKPOINT_STEPS = 10
+_WARMUP_CHECKPOINTS = 3
 _DUPLICATE_POLL_S = 1.0
 # A load level is abandoned once its SLO is clearly lost: this share of its requests done, a limit exceeded this much.
 _LOST_AFTER, _LOST_FACTOR = 0.3, 2.0
@@ -261,7 +262,7 @@ class Objective:
         """Measure the sweep's levels on the running engine, one after another, until the sweep is done."""
         while (index := sweep.next_level()) is not None:
             load = sweep.levels[index]
-            hook = self._progress_hook(trial, engine, first=not sweep.measured)
+            hook = self._progress_hook(trial, engine, level=index if not sweep.measured else None)
             # the same prompts for every trial and load (each trial starts a fresh server, so no cache carries
             # over between trials): configurations are compared on equal work
             workload = self.space.workload.model_copy(update=load)
@@ -318,10 +319,10 @@ class Objective:
             log.info("trial %d taught the study rule %s", trial.number, rule)
 
     # -- progress, records --------------------------------------------------------------------------------------
-    def _progress_hook(self, trial: optuna.Trial, engine: Engine, first: bool):
-        """Optuna's pruner watches the first benchmark (the same load for every trial); every level stops once its
-        SLO is clearly lost."""
-        prune = self._pruning_hook(trial, engine) if first and len(self.metrics) == 1 else None
+    def _progress_hook(self, trial: optuna.Trial, engine: Engine, level: int | None):
+        """Optuna's pruner watches the trial's first benchmark (at ``level``; None for the later ones); every level
+        stops once its SLO is clearly lost."""
+        prune = self._pruning_hook(trial, engine, level) if level is not None and len(self.metrics) == 1 else None
 
         def report(progress: Progress) -> None:
             if prune is not None:
@@ -333,14 +334,19 @@ class Objective:
 
         return report
 
-    def _pruning_hook(self, trial: optuna.Trial, engine: Engine):
+    def _pruning_hook(self, trial: optuna.Trial, engine: Engine, level: int):
+        """Each load level has its own range of steps, so the pruner compares a trial only with trials whose first
+        benchmark ran at the same load (a lighter load's throughput is no sign of a worse configuration)."""
         metric = self.metrics[0].name
 
         def report(progress: Progress) -> None:
             value = engine.model_time(progress.metrics).get(metric)
             if value is None:
                 return
-            trial.report(float(value), step=round(progress.finished / progress.total * _CHECKPOINT_STEPS))
+            checkpoint = round(progress.finished / progress.total * _CHECKPOINT_STEPS)
+            trial.report(float(value), step=level * (_CHECKPOINT_STEPS + 1) + checkpoint)
+            if checkpoint < _WARMUP_CHECKPOINTS:  # the first requests are the ramp-up: judge nothing yet
+                return
             # the last checkpoint is the measurement itself: keep it, however it compares
             if progress.finished < progress.total and trial.should_prune():
                 trial.set_user_attr("pruned_at", f"{progress.finished}/{progress.total} requests")

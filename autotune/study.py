@@ -124,9 +124,11 @@ def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
     """The space's ``search.pruner``, watching each trial's first benchmark."""
     if space.search.pruner == "none":
         return optuna.pruners.NopPruner()
+    # judged only against 3 or more trials measured at the same load and checkpoint (one faster trial is no verdict);
+    # the first checkpoints of each load are skipped by the objective (autotune.objective._pruning_hook)
     if space.search.pruner == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=3)
-    return optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=3)
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_min_trials=3)
+    return optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_min_trials=3)
 
 
 def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage) -> optuna.Study:

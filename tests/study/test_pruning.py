@@ -19,24 +19,30 @@ def test_a_trial_below_the_quartile_is_pruned_after_warmup(tmp_path) -> None:
     space = load_space(space_path)
     storage = open_storage(f"sqlite:///{tmp_path}/s.db")
     study = create_or_load(space, space_path, RunOptions("s", "", tmp_path, n_trials=6), storage)
-    for value in (1000.0, 1100.0, 1200.0):  # three completed trials reporting at every checkpoint
+    for value in (1000.0, 1100.0, 1200.0):  # three completed trials reporting at every checkpoint of load 0
         trial = study.ask()
         for step in range(1, 11):
             trial.report(value, step)
         study.tell(trial, value)
     objective = Objective(space, TrialEnvironment(tmp_path, None, {}))
     slow = study.ask()
-    hook = objective._pruning_hook(slow, get_engine("vllm"))
+    hook = objective._pruning_hook(slow, get_engine("vllm"), level=0)
     for finished in (10, 20):  # checkpoints 1-2 are the warm-up: never pruned
         hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0}))
     with pytest.raises(optuna.TrialPruned):
         hook(Progress(30, 100, 1.0, {"total_token_throughput": 100.0}))
     fast = study.ask()
-    hook = objective._pruning_hook(fast, get_engine("vllm"))
+    hook = objective._pruning_hook(fast, get_engine("vllm"), level=0)
     for finished in range(10, 101, 10):
         hook(Progress(finished, 100, 1.0, {"total_token_throughput": 1150.0}))
     assert fast.number != slow.number and study.trials[slow.number].user_attrs["pruned_at"] == "30/100 requests"
     done = study.ask()  # as slow as the pruned one, but its last checkpoint is a finished measurement: kept
-    hook = objective._pruning_hook(done, get_engine("vllm"))
+    hook = objective._pruning_hook(done, get_engine("vllm"), level=0)
     hook(Progress(100, 100, 1.0, {"total_token_throughput": 100.0}))
     assert "pruned_at" not in study.trials[done.number].user_attrs
+    # a trial whose first benchmark ran at another load is not judged against those: no trial measured there yet
+    lighter = study.ask()
+    hook = objective._pruning_hook(lighter, get_engine("vllm"), level=1)
+    for finished in range(10, 101, 10):
+        hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0}))
+    assert "pruned_at" not in study.trials[lighter.number].user_attrs
