@@ -146,7 +146,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         _top_up(study, study_budget(study) + options.more_trials if options.more_trials else options.n_trials)
         return study
     study.set_metric_names([m.name for m in space.objective.metrics])
-    study.set_user_attr("space_path", str(space_path))
+    study.set_user_attr("space_path", str(Path(space_path).resolve()))  # `study validate` from any directory
     study.set_user_attr("space_name", space.name)
     study.set_user_attr("space_digest", _digest(space))
     study.set_user_attr("objective", space.objective.model_dump(mode="json"))
