@@ -121,3 +121,19 @@ def test_an_out_of_memory_at_the_readiness_probe_fails_the_launch_at_once(tmp_pa
             launch.wait_ready(60)
         assert launch.alive()  # still running: the log, not an exit, said the launch failed
     assert failed.value.kind is FailureKind.OOM and "failed while running" in failed.value.reason
+
+
+def test_autotune_bench_sends_what_the_named_engine_takes(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from autotune.cli import app
+
+    with strict_launch(tmp_path, "transformers") as launch:
+        launch.wait_ready(30)
+        args = ["bench", "--base-url", launch.base_url, "--model", "tiny", "--dataset", "jsonl", "--dataset-path",
+                PROMPTS.path, "--num-prompts", "4", "--endpoint", "/v1/chat/completions", "--json"]  # fmt: skip
+        strict = CliRunner().invoke(app, [*args, "--engine", "transformers"])
+        vllm_style = CliRunner().invoke(app, args)  # ignore_eos is sent: a strict server refuses every request
+    assert strict.exit_code == 0, strict.output
+    assert json.loads(strict.stdout)["completed"] == 4
+    assert vllm_style.exit_code == 1 and "http_422" in vllm_style.stdout + vllm_style.stderr
