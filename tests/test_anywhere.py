@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from autotune import __version__
 from autotune.cli import app
 from tests.conftest import REPO, SPACES
-from tests.study.conftest import autotune
+from tests.study.conftest import POSTGRES, autotune
 
 runner = CliRunner()
 
@@ -184,3 +184,15 @@ def test_doctor_on_the_quickstart_lists_gpus_extras_and_storage(tmp_path) -> Non
     assert checks["GPUs"]["detail"].startswith("2 GPU(s): 0: NVIDIA H200, 140 of 140 GiB free; 1: NVIDIA H200, 1 of")
     assert {"extra dashboard", "extra postgres", "extra aiconfigurator", "storage", "studies directory"} <= set(checks)
     assert checks["studies directory"]["ok"]
+
+
+@pytest.mark.parametrize(
+    ("storage", "ok"), [(POSTGRES, True), ("postgresql+psycopg://postgres@127.0.0.1:1/none", False)]
+)
+def test_doctor_says_whether_autotune_storage_is_reachable(tmp_path, storage, ok) -> None:
+    env = _clean_env(AUTOTUNE_STORAGE=storage, AUTOTUNE_STUDIES_DIR=str(tmp_path / "studies"))
+    done = subprocess.run([sys.executable, "-m", "autotune", "doctor", "--json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr  # only an engine that cannot start fails the run
+    check = next(c for c in json.loads(done.stdout)["checks"] if c["check"] == "storage")
+    assert check["ok"] is ok and ("reachable" in check["detail"] if ok else "127.0.0.1:1" in check["detail"])
