@@ -156,7 +156,12 @@ class HttpConnection(asyncio.Protocol):
         method, path = request_line[0], request_line[1]
         if method == b"GET":
             status = b"503 Service Unavailable" if self.server.never_ready else b"200 OK"
-            listed = [] if self.server.strict else [{"id": self.server.model_name, "owned_by": self.server.owned_by}]
+            # the simulator's server shares this connection class and is never strict
+            listed = (
+                []
+                if getattr(self.server, "strict", False)
+                else [{"id": self.server.model_name, "owned_by": self.server.owned_by}]
+            )
             models = {"object": "list", "data": listed}
             payload = json.dumps(models).encode() if path == b"/v1/models" else b"{}"
             head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
