@@ -92,8 +92,7 @@ class Launch:
         except ServerStartTimeout as exc:
             # killed for taking too long; a log that names a cause (CUDA out of memory at its first request) wins
             tail = self.server.log_tail()
-            kind = self.engine.classify_failure(None, tail)
-            raise LaunchFailed(FailureKind.TIMEOUT if kind == FailureKind.CRASH else kind, str(exc), tail) from None
+            raise LaunchFailed(self._cause_in_log(tail, FailureKind.TIMEOUT), str(exc), tail) from None
 
     def alive(self) -> bool:
         """Whether the engine still runs (another load can be measured on it)."""
@@ -119,11 +118,14 @@ class Launch:
         if result["completed"] == 0:
             # e.g. a KV pool allocated at the first requests that does not fit: the log says CUDA out of memory
             errors, tail = result["errors_by_type"], self.server.log_tail()
-            kind = self.engine.classify_failure(None, tail)
-            if kind == FailureKind.CRASH:
-                kind = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
-            raise LaunchFailed(kind, f"ready, but every request failed: {errors}", tail)
+            otherwise = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
+            raise LaunchFailed(self._cause_in_log(tail, otherwise), f"ready, but every request failed: {errors}", tail)
         return result
+
+    def _cause_in_log(self, tail: str, otherwise: FailureKind) -> FailureKind:
+        """The failure kind the log names (out of memory, ...) for a server that is still up, else ``otherwise``."""
+        kind = self.engine.classify_failure(None, tail)
+        return otherwise if kind == FailureKind.CRASH else kind
 
     def gpu_facts(self) -> dict:
         """GPU memory (MiB by GPU) before the launch, once ready and after the stop; whether it was released."""
