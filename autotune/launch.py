@@ -11,15 +11,19 @@ benchmark, and scrub secrets from the server log. Every way a launch can fail as
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from autotune.bench.client import ClientOptions
+from autotune.bench.client import ClientOptions, bearer
 from autotune.bench.datasets import build_requests
 from autotune.bench.runner import ProgressHook, run_benchmark
 from autotune.config import ServerConfig
-from autotune.engines.base import Engine
+from autotune.engines.base import Engine, LaunchSpec
 from autotune.errors import AutotuneError, FailureKind
 from autotune.redact import scrub_file, secret_values
 from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
@@ -48,13 +52,17 @@ class Launch:
         config: what to launch (paths already absolute: the engine runs in ``workdir``).
         workdir: the launch's directory: files, ``server.log``.
         stall_timeout_s: a request that receives nothing for this long fails as a timeout.
+        headers: sent with every request and readiness probe, besides the launch's own API key (as a bearer token).
     """
 
-    def __init__(self, engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0) -> None:
+    def __init__(self, engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0,
+                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.engine, self.config, self.stall_timeout_s = engine, config, stall_timeout_s
         self.port = free_port()
-        self.spec = engine.launch_spec(config, port=self.port)
-        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config), engine.failed_while_alive)
+        self.spec = with_inherited_key(engine, engine.launch_spec(config, port=self.port))
+        self.headers = {**(headers or {}), **bearer(engine.api_key(self.spec, os.environ))}
+        self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config), engine.failed_while_alive,
+                                    self.headers)  # fmt: skip
 
     @property
     def pgid(self) -> int | None:
@@ -106,6 +114,7 @@ class Launch:
         """
         options = ClientOptions(self.server.base_url, self.config.api_model_name, workload.endpoint,
                                 workload.ignore_eos, stall_timeout_s=self.stall_timeout_s,
+                                extra_body=workload.extra_body, headers=self.headers | workload.headers,
                                 extensions=self.engine.request_extensions,
                                 chat_length_field=self.engine.chat_length_field)  # fmt: skip
         raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=on_progress,
@@ -130,6 +139,15 @@ class Launch:
     def gpu_facts(self) -> dict:
         """GPU memory (MiB by GPU) before the launch, once ready and after the stop; whether it was released."""
         return {**self.server.gpu_memory, "released": self.server.gpus_released}
+
+
+def with_inherited_key(engine: Engine, spec: LaunchSpec) -> LaunchSpec:
+    """``spec`` with the engine's API-key variable added to its env when the engine would inherit it from ours: the
+    launch then says it needs the key (its stored form names the variable) and its log is scrubbed of it."""
+    name = engine.api_key_env
+    if not name or name in spec.env or not os.environ.get(name):
+        return spec
+    return dataclasses.replace(spec, env={**spec.env, name: os.environ[name]})
 
 
 class DirectSimulation:
@@ -186,15 +204,20 @@ class DirectSimulation:
             raise LaunchFailed(exc.kind, str(exc)) from None
 
 
-@functools.lru_cache(maxsize=4)
 def simulated_requests(workload: Workload) -> list:
     """A workload's requests in the simulator's words, built once for every load and trial (loads don't change them)."""
-    return build_requests(workload, word_tokenizer())
+    return _simulated_requests(json.dumps(workload.model_dump(mode="json"), sort_keys=True))
 
 
-def launch_for(engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0
-               ) -> Launch | DirectSimulation:  # fmt: skip
+@functools.lru_cache(maxsize=4)
+def _simulated_requests(workload_json: str) -> list:
+    # keyed by the JSON form: a workload holds mappings (headers, extra_body), which do not hash
+    return build_requests(Workload.model_validate(json.loads(workload_json)), word_tokenizer())
+
+
+def launch_for(engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0,
+               headers: Mapping[str, str] | None = None) -> Launch | DirectSimulation:  # fmt: skip
     """How ``config`` runs on ``engine``: an engine process, or the simulator in-process (direct mode)."""
     if isinstance(engine, SimulatedEngine) and engine.direct:
         return DirectSimulation(engine, config, workdir)
-    return Launch(engine, config, workdir, stall_timeout_s)
+    return Launch(engine, config, workdir, stall_timeout_s, headers)

@@ -7,7 +7,8 @@ region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL i
 graded constraints: (measured − limit) / limit, capped at 1, so "barely over" ranks far ahead of "crashed" (whose
 launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.sweep``); a failure
 whose message names a knob value, or an out-of-memory, teaches the study (``autotune.learning``). A slow
-configuration is pruned from its first benchmark's checkpoints.
+configuration is pruned from its first benchmark's checkpoints. Every trial's ``outcome`` attribute says in one word
+what became of it (``Outcome``), for a filter in optuna-dashboard.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import optuna
@@ -28,7 +30,7 @@ from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
-from autotune.launch import LaunchFailed, launch_for
+from autotune.launch import LaunchFailed, launch_for, with_inherited_key
 from autotune.ranking import best_of
 from autotune.redact import redact_spec
 from autotune.server import group_record
@@ -44,6 +46,19 @@ _WARMUP_CHECKPOINTS = 3
 _DUPLICATE_POLL_S = 1.0
 # A load level is abandoned once its SLO is clearly lost: this share of its requests done, a limit exceeded this much.
 _LOST_AFTER, _LOST_FACTOR = 0.3, 2.0
+
+
+class Outcome(StrEnum):
+    """What became of a trial, one short word in its ``outcome`` user attribute (a filter in optuna-dashboard, where a
+    rejected or crashed trial is otherwise "Complete" with a pessimistic value). A trial that did not serve has its
+    ``FailureKind`` value instead (``rejected`` included: a static rule, a learned rule or OOM dominance, named in
+    ``rejected_by``)."""
+
+    MEASURED = "measured"  # served, and its best load meets the SLOs
+    MISSES_SLO = "misses_slo"  # served, but no load met the SLOs (the closest one is kept)
+    DUPLICATE = "duplicate"  # the configuration of an earlier trial (``duplicate_of``), not launched again
+    PRUNED = "pruned"  # stopped part-way through its first benchmark by the pruner
+    ERROR = "error"  # a bug in the tuner (a FAIL trial); set by the study, which tells Optuna
 
 
 def config_key(point: Point) -> str:
@@ -112,6 +127,7 @@ class Objective:
         try:
             engine.check(config, self.space.hardware)
         except UnsupportedConfig as exc:
+            trial.set_user_attr("rejected_by", exc.rule)
             return self._infeasible(trial, FailureKind.REJECTED, str(exc))
         cap = None
         if self.space.search.learn_failures:
@@ -141,6 +157,7 @@ class Objective:
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:
+        trial.set_user_attr("outcome", kind.value)
         trial.set_user_attr("failure_kind", kind.value)
         trial.set_user_attr("failure_reason", reason[:500])
         trial.set_constraint(LAUNCH_CONSTRAINT, 1.0)
@@ -150,7 +167,9 @@ class Objective:
 
     def _measured(self, trial: optuna.Trial, sweep: LoadSweep) -> list[float]:
         """The trial's outcome: its best feasible load, else the load nearest to feasible (graded violations)."""
-        level = sweep.best() or sweep.closest()
+        best = sweep.best()
+        level = best or sweep.closest()
+        trial.set_user_attr("outcome", Outcome.MEASURED if best else Outcome.MISSES_SLO)
         trial.set_constraint(LAUNCH_CONSTRAINT, 0.0)
         for name, violation in level.violations.items():
             trial.set_constraint(name, violation)
@@ -184,6 +203,7 @@ class Objective:
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
         """An exact duplicate is never launched again: it gets the earlier trial's outcome, and the next empty slot an
         untried neighbour of the incumbent (``autotune.refine``)."""
+        trial.set_user_attr("outcome", Outcome.DUPLICATE)
         trial.set_user_attr("duplicate_of", previous.number)
         self._refine(trial)
         for name in ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
@@ -212,8 +232,8 @@ class Objective:
     def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None) -> list[float]:
         config = point.server
         workdir = self.env.study_dir / "trials" / str(trial.number)
-        launch = launch_for(engine, config, workdir, self.space.stall_timeout_s)
-        command = engine.command_spec(config, port=launch.port)
+        launch = launch_for(engine, config, workdir, self.space.stall_timeout_s, self.space.workload.headers)
+        command = with_inherited_key(engine, engine.command_spec(config, port=launch.port))
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:
             trial.set_user_attr("served_by", redact_spec(launch.spec))
@@ -349,6 +369,7 @@ class Objective:
                 return
             # the last checkpoint is the measurement itself: keep it, however it compares
             if progress.finished < progress.total and trial.should_prune():
+                trial.set_user_attr("outcome", Outcome.PRUNED)
                 trial.set_user_attr("pruned_at", f"{progress.finished}/{progress.total} requests")
                 raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")
 

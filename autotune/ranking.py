@@ -14,15 +14,22 @@ def feasible(trial: optuna.trial.FrozenTrial) -> bool:
     return trial.state == TrialState.COMPLETE and all(v <= 0 for v in (trial.constraints or {}).values())
 
 
+def maximizes(study: optuna.Study, objective: int = 0) -> bool:
+    """Whether the study maximises its objective number ``objective`` (the first is the one trials are ranked by)."""
+    return study.directions[objective] == optuna.study.StudyDirection.MAXIMIZE
+
+
+def ranked(trials: Iterable[optuna.trial.FrozenTrial], maximize: bool) -> list[optuna.trial.FrozenTrial]:
+    """The feasible trials, best first by the first objective (ties: the earlier trial)."""
+    sign = 1 if maximize else -1
+    return sorted((t for t in trials if feasible(t) and t.values), key=lambda t: (-sign * t.values[0], t.number))
+
+
 def best_of(trials: Iterable[optuna.trial.FrozenTrial], maximize: bool) -> optuna.trial.FrozenTrial | None:
     """The best feasible trial by the first objective (ties: the earlier trial), or None."""
-    candidates = [t for t in trials if feasible(t) and t.values]
-    if not candidates:
-        return None
-    sign = 1 if maximize else -1
-    return max(candidates, key=lambda t: (sign * t.values[0], -t.number))
+    return next(iter(ranked(trials, maximize)), None)
 
 
 def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
     """The study's best feasible trial by its first objective, in its direction."""
-    return best_of(study.get_trials(deepcopy=False), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE)
+    return best_of(study.get_trials(deepcopy=False), maximizes(study))

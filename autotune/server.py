@@ -17,7 +17,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import httpx
@@ -217,14 +217,17 @@ class ServerProcess:
         ready: the engine's probe that it serves the expected model (``autotune.engines.readiness``).
         failed: given the log, the part of it that says the launch failed although the process still runs, else
             None (no callback: only an exit says so).
+        headers: sent with every readiness probe (the launch's API key, the workload's custom headers).
 
     GPU memory (MiB by GPU index, where nvidia-smi exists) is read before the launch, once it is ready and after it
     stopped (``gpu_memory``), the last after waiting for the launch's memory to be released (``gpus_released``).
     """
 
     def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready: Readiness,
-                 failed: Callable[[str], str | None] | None = None) -> None:  # fmt: skip
+                 failed: Callable[[str], str | None] | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.spec, self.workdir, self.port, self.ready, self.failed = spec, workdir, port, ready, failed
+        self.headers = dict(headers or {})
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
         self.gpu_memory: dict[str, dict[str, int]] = {}
@@ -283,7 +286,7 @@ class ServerProcess:
             ServerStartTimeout: not ready within ``timeout_s``.
         """
         started, polls = time.monotonic(), 0
-        with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
+        with httpx.Client(base_url=self.base_url, timeout=5.0, headers=self.headers) as client:
             while time.monotonic() - started < timeout_s:
                 if not self.alive():
                     raise ServerCrashed(self.process.returncode, self.log_tail())

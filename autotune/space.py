@@ -14,7 +14,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, PositiveInt, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
 
@@ -228,6 +238,20 @@ class Workload(_Strict):
     ignore_eos: bool = True
     warmup_requests: Annotated[int, Field(ge=0)] = 0
     seed: int = 0
+    # sent with every request, readiness probes included (a gateway's routing header, say); the API key is not one
+    # of them: autotune sends the launch's own key (Engine.api_key), so that no key is written in a space
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # request fields, e.g. {temperature: 0.7}
+
+    @field_validator("headers")
+    @classmethod
+    def _no_key_in_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        from autotune.redact import is_secret_name  # sqlalchemy's import stays out of the simulator's server
+
+        if any(name.lower() == "authorization" or is_secret_name(name) for name in headers):
+            raise ValueError("holds a credential; fix: launch the engine with its API key (vLLM: VLLM_API_KEY in "
+                             "the environment, or --api-key in extra_args): autotune sends that key itself")  # fmt: skip
+        return headers
 
 
 ThroughputMetric = Literal[

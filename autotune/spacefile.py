@@ -138,6 +138,10 @@ def _space_error(source: str, error: ErrorDetails) -> SpaceError:
         return SpaceError(
             source, path, f"{error['msg']}, got {value!r}", "write e.g. {choices: [a, b]} or {int: [1, 8]}"
         )
+    if kind == "value_error" and "; fix: " in error["msg"]:
+        # a validator that says its own fix; the value is not echoed (it may be a credential)
+        message, _, fix = error["msg"].removeprefix("Value error, ").partition("; fix: ")
+        return SpaceError(source, path, message, fix)
     fix = _FIXES.get(kind, "give a value of the expected type")
     return SpaceError(source, path, f"{error['msg'].lower()} (got {value!r})", fix)
 

@@ -31,7 +31,8 @@ from optuna.trial import TrialState
 
 from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
-from autotune.objective import Objective, TrialEnvironment
+from autotune.notes import save_trial_note, trial_note
+from autotune.objective import Objective, Outcome, TrialEnvironment
 from autotune.prior import prior_model, rank
 from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
@@ -353,14 +354,27 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
         try:
             values = objective(trial)
         except optuna.TrialPruned:
-            return study.tell(trial, state=TrialState.PRUNED)
+            return _tell(study, trial, objective, state=TrialState.PRUNED)
         except AutotuneError as exc:
-            study.tell(trial, state=TrialState.FAIL)
+            _tell_failed(study, trial, objective, exc)
             raise AutotuneError(f"trial {trial.number}: {exc}") from exc
-        except Exception:
-            study.tell(trial, state=TrialState.FAIL)  # a bug in the tuner, not a property of the configuration
+        except Exception as exc:
+            _tell_failed(study, trial, objective, exc)  # a bug in the tuner, not a property of the configuration
             raise
-        return study.tell(trial, values)
+        return _tell(study, trial, objective, values)
+
+
+def _tell(study, trial, objective: Objective, values=None, state=None) -> optuna.trial.FrozenTrial:
+    """Tell Optuna the trial's result, then write its dashboard note (from the finished trial, pruned ones too)."""
+    frozen = study.tell(trial, values, state=state)
+    save_trial_note(trial, trial_note(frozen, objective.space.objective))
+    return frozen
+
+
+def _tell_failed(study, trial, objective: Objective, exc: Exception) -> None:
+    trial.set_user_attr("outcome", Outcome.ERROR)  # before the tell: a finished trial's attributes are read-only
+    trial.set_user_attr("error", f"{type(exc).__name__}: {exc}"[:500])
+    _tell(study, trial, objective, state=TrialState.FAIL)
 
 
 def _raise_terminated(signum: int, frame: object) -> None:

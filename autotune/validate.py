@@ -98,7 +98,7 @@ def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload]
     engine = engine_for(space, config.engine)
     config = anchored_paths(config)
     seeded = {nw.name: nw.workload.model_copy(update={"seed": nw.workload.seed + repeat}) for nw in suite}
-    with launch_for(engine, config, workdir, space.stall_timeout_s) as launch:
+    with launch_for(engine, config, workdir, space.stall_timeout_s, space.workload.headers) as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)
             return {name: launch.measure(workload) for name, workload in seeded.items()}

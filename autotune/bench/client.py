@@ -69,6 +69,11 @@ class ClientOptions:
         return self.endpoint.endswith("chat/completions")
 
 
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The header that presents ``api_key`` (OpenAI's scheme, which vLLM and SGLang check), or none."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def request_body(options: ClientOptions, request: BenchRequest) -> bytes:
     """The JSON body vllm bench would send for this request."""
     body: dict = {"model": options.model, "stream": True, "stream_options": {"include_usage": True}}

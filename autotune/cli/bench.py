@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -13,7 +14,7 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from autotune.bench.client import ClientOptions
+from autotune.bench.client import ClientOptions, bearer
 from autotune.bench.datasets import load_tokenizer
 from autotune.bench.metrics import format_block
 from autotune.bench.runner import run_benchmark
@@ -59,6 +60,14 @@ def bench(
         str,
         typer.Option(help="the server's engine (vllm, sglang, trtllm, transformers): which request fields it takes"),
     ] = "vllm",
+    api_key_env: Annotated[
+        str,
+        typer.Option(help="environment variable holding the server's API key, sent as a bearer token when set"),
+    ] = "OPENAI_API_KEY",
+    header: Annotated[list[str] | None, typer.Option(help="header sent with every request, as NAME:VALUE")] = None,
+    extra_body: Annotated[
+        str | None, typer.Option(help="JSON object merged into every request body, e.g. '{\"temperature\": 0.7}'")
+    ] = None,
 ) -> None:
     """Benchmark a running OpenAI-compatible server; exit 1 when it is unreachable or every request failed."""
     adapter = get_engine(engine)  # strict servers (transformers) refuse ignore_eos and read max_tokens
@@ -67,7 +76,8 @@ def bench(
                             input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len,
                             num_prompts=num_prompts, request_rate=request_rate, burstiness=burstiness,
                             max_concurrency=max_concurrency, ignore_eos=ignore_eos, warmup_requests=warmup_requests,
-                            seed=seed)  # fmt: skip
+                            seed=seed, headers=parse_headers(header or []),
+                            extra_body=parse_extra_body(extra_body))  # fmt: skip
     except ValidationError as exc:
         error = exc.errors()[0]
         flag = "--" + "-".join(map(str, error["loc"])).replace("_", "-")
@@ -75,18 +85,12 @@ def bench(
                          f"(`autotune bench --help`)") from None  # fmt: skip
     slos = parse_goodput(goodput or [])
     printed = tuple(float(p) for p in percentiles.split(","))
-    check_server(base_url)
+    headers = workload.headers | bearer(os.environ.get(api_key_env))
+    check_server(base_url, headers)
     tok = load_tokenizer(tokenizer) if tokenizer else None
-    options = ClientOptions(
-        base_url,
-        model,
-        endpoint,
-        ignore_eos,
-        request_timeout,
-        stall_timeout,
-        extensions=adapter.request_extensions,
-        chat_length_field=adapter.chat_length_field,
-    )
+    options = ClientOptions(base_url, model, endpoint, ignore_eos, request_timeout, stall_timeout,
+                            extra_body=workload.extra_body, headers=headers, extensions=adapter.request_extensions,
+                            chat_length_field=adapter.chat_length_field)  # fmt: skip
     with _progress_bar(num_prompts, quiet=as_json) as hook:
         result = run_benchmark(options, workload, tok, goodput=slos, percentiles=printed, shards=shards,
                                on_progress=hook, tokenizer_id=str(tokenizer) if tokenizer else None)  # fmt: skip
@@ -118,12 +122,39 @@ def parse_goodput(items: list[str]) -> dict[str, float]:
     return slos
 
 
-def check_server(base_url: str) -> None:
-    """Fail fast, with one line, when nothing answers at ``base_url`` (the control plane uses httpx)."""
+def parse_headers(items: list[str]) -> dict[str, str]:
+    """``["x-team:gpu"]`` → ``{"x-team": "gpu"}``."""
+    headers = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {item!r}: expected NAME:VALUE, e.g. --header x-request-source:autotune")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def parse_extra_body(text: str | None) -> dict:
+    if text is None:
+        return {}
     try:
-        httpx.get(base_url.rstrip("/") + "/v1/models", timeout=10.0)
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise UsageError(f"--extra-body {text!r}: expected a JSON object, e.g. '{{\"temperature\": 0.7}}'")
+    return body
+
+
+def check_server(base_url: str, headers: dict[str, str]) -> None:
+    """Fail fast, with one line, when nothing answers at ``base_url`` or it refuses our key (the control plane uses
+    httpx)."""
+    try:
+        answer = httpx.get(base_url.rstrip("/") + "/v1/models", headers=headers, timeout=10.0)
     except httpx.HTTPError as exc:
         raise AutotuneError(f"server unreachable at {base_url} ({type(exc).__name__}: {exc})") from None
+    if answer.status_code == 401:
+        raise AutotuneError(f"{base_url} refused the request (401 Unauthorized); fix: set the server's API key in the "
+                            "variable --api-key-env names (default OPENAI_API_KEY)")  # fmt: skip
 
 
 class _progress_bar:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -20,6 +19,7 @@ from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import docker_run, shell_script
 from autotune.ranking import best_trial, feasible
+from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
 from autotune.settings import Settings
 from autotune.spacefile import find_space, load_space
 from autotune.study import RunOptions, open_storage, prepare_study, run_trials, study_budget
@@ -134,19 +134,23 @@ def _print_best(study: optuna.Study) -> None:
 
 
 def _baseline_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
-    """The seed study's evidence table (autotune.report.baseline_table), for the terminal."""
-    from autotune.report import baseline_table, trials_frame
+    """The seed study's evidence table (autotune.report.baseline_rows), for the terminal."""
+    from autotune.report import baseline_rows
 
-    table = Table(title=f"{simulated}baseline vs best ({study.study_name})")
-    for column in ("configuration", "trial", "total tok/s", "mean TPOT ms", "best vs this"):
-        table.add_column(column, justify="left" if column == "configuration" else "right")
-    for row in baseline_table(trials_frame(study), best.number).itertuples(index=False):
-        label = f"best ({row.engine})" if row.row == "best" else f"{row.engine} baseline"
-        total, tpot = row.total_token_throughput, row.mean_tpot_ms
-        measured = total == total and total is not None  # NaN for a baseline that did not run
-        shown = f"{total:.1f}" if measured else row.outcome
-        table.add_row(label, str(row.number), shown, f"{tpot:.1f}" if measured and tpot == tpot else "",
-                      row[-1])  # fmt: skip
+    rows = baseline_rows(study, best)
+    # the gain columns' headers explain themselves at length: under the table, so that the columns stay narrow
+    gains = [column for column in rows.columns if column.startswith("best vs this")]
+    table = Table(title=f"{simulated}baseline vs best ({study.study_name})", caption="; ".join(gains))
+    short = {
+        gain: "best vs this" + (f" ({name})" if len(gains) > 1 else "")
+        for gain, name in zip(gains, study.metric_names or ["value"], strict=False)
+    }
+    for column in rows.columns:
+        table.add_column(
+            short.get(column, column), justify="left" if column in ("configuration", "outcome") else "right"
+        )
+    for row in rows.itertuples(index=False):
+        table.add_row(*row)
     return table
 
 
@@ -275,20 +279,28 @@ def best(
     storage: StorageOpt = None,
     as_json: JsonOpt = False,
     docker_only: Annotated[bool, typer.Option("--docker", help="print only the `docker run` equivalent")] = False,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="port the printed commands serve and measure on")] = (
+        DEFAULT_PORT
+    ),
 ) -> None:
-    """The best feasible configuration's launch command, and the `autotune bench` command that measured it."""
+    """The best feasible configuration's launch command, and the commands that reproduce its measurement: the
+    `autotune bench` line the trial's value came from, and the equivalent `vllm bench serve` line."""
     study = load_study(study_name, storage)
     name = study.study_name
     trial = best_trial(study)
     if trial is None:
         raise AutotuneError(f"study {name!r} has no feasible trial yet")
-    launch, bench = trial.user_attrs["launch"], _bench_command(study, trial)
-    docker = _docker(trial)
+    if "config" not in trial.user_attrs:
+        raise AutotuneError(f"study {name!r}: trial {trial.number} was recorded by an older autotune, without its "
+                            "configuration; fix: run the study again with this version")  # fmt: skip
+    launch = launch_on_port(trial.user_attrs["launch"], port)
+    bench, vllm_bench = bench_argv(study, trial, port), vllm_bench_argv(study, trial, port)
+    docker, key_env = _docker(trial, port), api_key_env(trial)
     if as_json:
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
-                          "load": trial.user_attrs.get("load", {}),
-                          "simulated": "simulated" in trial.user_attrs, "launch": launch, "docker": docker,
-                          "bench": bench}, indent=1))  # fmt: skip
+                          "load": trial.user_attrs.get("load", {}), "simulated": "simulated" in trial.user_attrs,
+                          "launch": launch, "docker": docker, "bench": bench, "vllm_bench": vllm_bench,
+                          "api_key_env": key_env}, indent=1))  # fmt: skip
         return
     if docker_only:
         print(docker)
@@ -296,34 +308,18 @@ def best(
     if "simulated" in trial.user_attrs:
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"
-    print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}")
+    load = _load_text(trial.user_attrs.get("load"))
+    print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}" + (f" at {load}" if load else ""))
     print(shell_script(launch))
     print("# reproduce the measurement (once the server above is ready):")
+    if key_env == OPENAI_KEY_ENV:
+        print(f"# the server takes --api-key: set {OPENAI_KEY_ENV} to that key first")
     print(shlex.join(bench))
+    print("# the same with vLLM's client (its own prompts of the same lengths):")
+    key_prefix = f'OPENAI_API_KEY="${key_env}" ' if key_env and key_env != OPENAI_KEY_ENV else ""
+    print(key_prefix + shlex.join(vllm_bench))
 
 
-def _docker(trial: optuna.trial.FrozenTrial) -> str | None:
-    config = trial.user_attrs.get("config")
-    if config is None:  # a trial recorded before configurations were stored
-        return None
-    return docker_run(ServerConfig.model_validate(config), trial.user_attrs["launch"].get("secret_env", []))
-
-
-def _bench_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[str]:
-    # the trial's best load (its sweep's choice) over the space's workload
-    workload = study.user_attrs.get("workload", {}) | (trial.user_attrs.get("load") or {})
-    argv = trial.user_attrs["launch"]["argv"]
-    port = argv[argv.index("--port") + 1] if "--port" in argv else "8000"
-    model = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv else None
-    command = ["autotune", "bench", "--base-url", f"http://127.0.0.1:{port}", "--model", model or "MODEL"]
-    flags = {"dataset": "--dataset", "path": "--dataset-path", "endpoint": "--endpoint", "input_len": "--input-len",
-             "output_len": "--output-len", "num_prompts": "--num-prompts", "max_concurrency": "--max-concurrency",
-             "request_rate": "--request-rate", "seed": "--seed"}  # fmt: skip
-    for key, flag in flags.items():
-        value = workload.get(key)
-        skip = (key == "request_rate" and value in ("inf", math.inf)) or (
-            key == "input_len" and workload.get("dataset") != "random"
-        )
-        if value is not None and not skip:
-            command += [flag, str(value)]
-    return command
+def _docker(trial: optuna.trial.FrozenTrial, port: int) -> str:
+    secret_env = trial.user_attrs["launch"].get("secret_env", [])
+    return docker_run(ServerConfig.model_validate(trial.user_attrs["config"]), secret_env, port)

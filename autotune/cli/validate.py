@@ -19,7 +19,7 @@ from autotune.cli.command import parse_assignments
 from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study
 from autotune.config import ServerConfig
 from autotune.errors import UsageError
-from autotune.ranking import best_trial, feasible
+from autotune.ranking import best_of, best_trial, maximizes
 from autotune.settings import Settings
 from autotune.space import SearchSpace, Workload
 from autotune.spacefile import load_space
@@ -85,8 +85,7 @@ def _config(study: optuna.Study, space: SearchSpace, which: str) -> ServerConfig
     if which == "best":
         trial = best_trial(study)
     elif which == "baseline":
-        baselines = [t for t in trials if t.user_attrs.get("baseline") and feasible(t)]
-        trial = max(baselines, key=lambda t: t.values[0], default=None)
+        trial = best_of((t for t in trials if t.user_attrs.get("baseline")), maximizes(study))
     elif which.isdigit() and int(which) < len(trials):
         trial = trials[int(which)]
     else:

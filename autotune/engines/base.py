@@ -8,7 +8,7 @@ import re
 import shlex
 import signal
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -104,6 +104,7 @@ def _patterns(*pairs: tuple[FailureKind, str]) -> tuple[tuple[FailureKind, re.Pa
 
 # Real messages from the engines (engines.md §6). Order matters: the first kind that matches wins, and the most
 # specific causes come first (an OOM traceback also contains generic "Error" lines).
+API_KEY_FLAG = "--api-key"  # how vLLM and SGLang take the key their clients must send
 COMMON_FAILURE_PATTERNS = _patterns(
     (FailureKind.PORT_IN_USE, r"Address already in use|\[Errno 98\]"),
     (FailureKind.BAD_FLAG, r"unrecognized arguments|invalid choice|error: argument|Extra inputs are not permitted"),
@@ -138,6 +139,8 @@ class Engine(ABC):
     # request fields beyond the OpenAI API that the server accepts (a strict server refuses a request with others)
     request_extensions: ClassVar[frozenset[str]] = REQUEST_EXTENSIONS
     chat_length_field: ClassVar[str] = "max_completion_tokens"  # the chat request field the server reads as length
+    # the environment variable the engine reads its API key from, besides its --api-key flag (vLLM's VLLM_API_KEY)
+    api_key_env: ClassVar[str | None] = None
     rules: ClassVar[tuple[Rule, ...]] = ()
     # knob -> why this engine has no such knob; setting it is refused rather than silently dropped.
     unsupported_knobs: ClassVar[dict[str, str]] = {}
@@ -180,6 +183,14 @@ class Engine(ABC):
         """The part of a still-running launch's log that says it failed for good (stop waiting for it to be ready),
         or None. Serving engines exit when they fail to start, so by default only an exit says so."""
         return None
+
+    def api_key(self, spec: LaunchSpec, environ: Mapping[str, str]) -> str | None:
+        """The API key a launch requires of its clients (sent as a bearer token), or None: the value of its
+        ``--api-key`` flag, else of the engine's own variable in the launch's environment (``environ`` + its env)."""
+        argv = list(spec.argv)
+        if API_KEY_FLAG in argv[:-1]:
+            return argv[argv.index(API_KEY_FLAG) + 1]
+        return ({**environ, **spec.env}.get(self.api_key_env) or None) if self.api_key_env else None
 
     def readiness(self, config: ServerConfig) -> Readiness:
         """How a launch of ``config`` confirms it serves the expected model: ``/v1/models`` lists it."""

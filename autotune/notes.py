@@ -1,0 +1,140 @@
+"""A trial's note in optuna-dashboard: what became of it, on one screen, in Markdown.
+
+The dashboard lists twenty-odd user attributes per trial and shows a rejected or crashed one as "Complete" with a
+pessimistic value; the note says it in words: the outcome (rule, error line, where it was pruned, what it
+duplicates, which SLO it misses), the launch command, the loads measured and the key metrics. ``trial_note`` is pure
+(a finished trial in, Markdown out); ``save_trial_note`` stores it where optuna-dashboard is installed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import textwrap
+
+import optuna
+
+from autotune.errors import FailureKind
+from autotune.export import shell_script
+from autotune.objective import Outcome
+from autotune.space import Objective
+
+log = logging.getLogger(__name__)
+_WRAP = 100  # characters of a code line that fit a 1400-pixel window beside the dashboard's trial list
+# the key metrics, as the benchmark names them, with their units
+METRICS = {"total_token_throughput": "tok/s", "output_throughput": "tok/s", "p99_ttft_ms": "ms", "mean_ttft_ms": "ms",
+           "p99_tpot_ms": "ms", "mean_tpot_ms": "ms"}  # fmt: skip
+FAILED = {FailureKind.CRASH: "Crashed", FailureKind.OOM: "Out of memory", FailureKind.TIMEOUT: "Not ready in time",
+          FailureKind.HANG: "Hung: ready, but no tokens", FailureKind.UNSUPPORTED: "Refused by the engine",
+          FailureKind.BAD_FLAG: "A flag refused by the engine", FailureKind.PORT_IN_USE: "Port in use",
+          FailureKind.NCCL: "NCCL failure", FailureKind.NO_DATA: "No data in the performance model"}  # fmt: skip
+
+
+def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
+    """The Markdown note of a finished trial.
+
+    Args:
+        trial: the trial as Optuna stored it (state, values, user attributes written by ``autotune.objective``).
+        objective: the study's objective (metric names, SLO limits).
+
+    Returns:
+        Markdown: a headline with the outcome, the launch command, the loads and the metrics.
+    """
+    attrs = trial.user_attrs
+    outcome = attrs.get("outcome") or trial.state.name.lower()
+    parts = [f"### Outcome: {outcome}", _headline(trial, outcome, objective)]
+    if "simulated" in attrs:
+        parts.append("_SIMULATED: the numbers come from autotune's simulator, the command is the real engine's._")
+    if attrs.get("launch"):
+        parts += ["**Launch command**", f"```sh\n{shell_script(attrs['launch'])}\n```"]
+    else:
+        parts.append("Not launched.")
+    parts += _loads(attrs) + _metrics(trial, objective)
+    return "\n\n".join(parts) + "\n"
+
+
+def _headline(trial: optuna.trial.FrozenTrial, outcome: str, objective: Objective) -> str:
+    attrs = trial.user_attrs
+    reason = attrs.get("failure_reason", "")
+    if outcome == Outcome.MEASURED:
+        return f"**Measured**: {_objective_values(trial, objective)}."
+    if outcome == Outcome.MISSES_SLO:
+        missed = [f"{metric} {attrs[metric]:.1f} > limit {limit:g}" for metric, limit in objective.slo.items()
+                  if attrs.get(metric) is not None and attrs[metric] > limit]  # fmt: skip
+        return f"**Misses its SLO** at its closest load: {'; '.join(missed) or 'see the loads below'}."
+    if outcome == Outcome.DUPLICATE:
+        earlier = f"**Duplicate of trial #{attrs.get('duplicate_of')}**: the same launch, not run again"
+        return earlier + (f"; that trial's outcome: {attrs['failure_kind']}." if attrs.get("failure_kind") else ".")
+    if outcome == Outcome.PRUNED:
+        at = attrs.get("pruned_at", "?").replace("/", " of ", 1)
+        steps = trial.intermediate_values
+        then = f"; {_metric_names(objective)[0]} there: {steps[max(steps)]:.1f}" if steps else ""
+        return f"**Pruned** at {at} of its first benchmark{then} (the pruner judged it behind trials at that load)."
+    if outcome == FailureKind.REJECTED:
+        return f"**Rejected by rule `{attrs.get('rejected_by', '?')}`** before launch:\n\n{_block(reason)}"
+    if outcome == Outcome.ERROR:
+        return f"**Error in the tuner** (a bug, not the configuration):\n\n{_block(attrs.get('error', ''))}"
+    return f"**{FAILED.get(outcome, outcome)}**:\n\n{_block(reason)}"
+
+
+def _block(text: str) -> str:
+    """``text`` verbatim in a code block, wrapped: optuna-dashboard's trial page is as wide as its widest user
+    attribute (thousands of pixels here), so a paragraph or a long line would run off the screen."""
+    lines = textwrap.wrap(" ".join(text.split()), _WRAP, break_on_hyphens=False, break_long_words=False)
+    fence = "`" * max(3, max(map(len, re.findall("`+", text)), default=0) + 1)
+    return "\n".join([fence + "text", *lines, fence])
+
+
+def _objective_values(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
+    values = trial.values or []
+    return ", ".join(f"{name} = {value:.1f}" for name, value in zip(_metric_names(objective), values, strict=False))
+
+
+def _metric_names(objective: Objective) -> list[str]:
+    return [metric.name for metric in objective.metrics]
+
+
+def _loads(attrs: dict) -> list[str]:
+    """The chosen load, and a row for every load measured (lightest first)."""
+    benchmarks = attrs.get("benchmarks") or []
+    parts = [f"**Load**: {_load_text(attrs['load'])}"] if "load" in attrs else []
+    if not benchmarks:
+        return parts
+    rows = ["| load | value | feasible | note |", "|---|---|---|---|"]
+    for level in benchmarks:
+        value = f"{level['value']:.1f}" if level.get("value") is not None else ""
+        missed = [f"misses {name.removeprefix('slo:')}" for name, v in (level.get("violations") or {}).items()
+                  if v > 0 and "metrics" in level]  # fmt: skip
+        note = ", ".join(filter(None, [level.get("failure_kind"), "stopped early" * bool(level.get("stopped_early")),
+                                       *missed]))  # fmt: skip
+        rows.append(f"| {_load_text(level['load'])} | {value} | {'yes' if level.get('feasible') else 'no'} | {note} |")
+    return [*parts, f"**Loads measured** ({len(benchmarks)})", "\n".join(rows)]
+
+
+def _load_text(load: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in load.items()) or "the workload's own"
+
+
+def _metrics(trial: optuna.trial.FrozenTrial, objective: Objective) -> list[str]:
+    """The key metrics at the chosen load (the objective's first), and what the trial cost."""
+    attrs = trial.user_attrs
+    names = dict.fromkeys([*_metric_names(objective), *objective.slo, *METRICS])
+    rows = [f"| {name} | {attrs[name]:.1f} {METRICS.get(name, '')} |" for name in names
+            if isinstance(attrs.get(name), int | float)]  # fmt: skip
+    parts = ["**Metrics**", "\n".join(["| metric | value |", "|---|---|", *rows])] if rows else []
+    if attrs.get("node_minutes") is not None:
+        parts.append(f"**Cost**: {attrs['node_minutes']:.2f} node-minutes")
+    return parts
+
+
+def save_trial_note(trial: optuna.Trial, note: str) -> None:
+    """Show ``note`` on the trial's page in optuna-dashboard, where it is installed (the ``dashboard`` extra).
+
+    optuna-dashboard keeps notes as study system attributes, so ``save_note`` still writes a finished trial's.
+    """
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:
+        log.debug("optuna-dashboard is not installed: trial %d has no note", trial.number)
+        return
+    save_note(trial, note)

@@ -1,0 +1,120 @@
+"""Commands that reproduce a trial's measurement: its launch on a chosen port, the ``autotune bench`` line that
+measured it and the equivalent ``vllm bench serve`` line, with every workload and client setting the trial used.
+
+What a trial measured is the study's workload (stored when the study was made) at the load its sweep chose
+(``load``: max_concurrency, request_rate). Every setting is written out, defaults included, so that a later change
+of a default does not change what the line measures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import optuna
+
+from autotune.config import ServerConfig
+from autotune.engines import get_engine
+from autotune.engines.base import API_KEY_FLAG
+from autotune.space import Workload
+
+DEFAULT_PORT = 8000
+OPENAI_KEY_ENV = "OPENAI_API_KEY"  # what vllm bench serve (and autotune bench by default) read the key from
+
+
+def measured_workload(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> Workload:
+    """The workload the trial's value was measured with: the study's, at the trial's chosen load."""
+    return Workload.model_validate(study.user_attrs.get("workload", {}) | (trial.user_attrs.get("load") or {}))
+
+
+def launch_on_port(launch: dict, port: int) -> dict:
+    """A stored launch with its ``--port`` value replaced (a trial served on a port picked at run time)."""
+    argv = list(launch["argv"])
+    if "--port" in argv[:-1]:
+        argv[argv.index("--port") + 1] = str(port)
+    return launch | {"argv": argv}
+
+
+def api_key_env(trial: optuna.trial.FrozenTrial) -> str | None:
+    """The environment variable a client reads the launch's API key from, or None when the launch needs none:
+    the engine's own variable when the launch took the key from there (``study best`` says to set it), else
+    OPENAI_API_KEY, to be set to the value of ``--api-key``."""
+    launch = trial.user_attrs["launch"]
+    engine = get_engine(trial.user_attrs["config"]["engine"])
+    if engine.api_key_env and engine.api_key_env in launch.get("secret_env", []):
+        return engine.api_key_env
+    return OPENAI_KEY_ENV if API_KEY_FLAG in launch["argv"] else None
+
+
+def _config(trial: optuna.trial.FrozenTrial) -> ServerConfig:
+    return ServerConfig.model_validate(trial.user_attrs["config"])
+
+
+def _tokenizer(config: ServerConfig, workload: Workload) -> str | None:
+    # random and sharegpt prompts are made with the model's tokenizer; JSONL prompts only count with it if local
+    local = (Path(config.model) / "tokenizer.json").exists()
+    return config.model if local or workload.dataset != "jsonl" else None
+
+
+def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT) -> list[str]:
+    """The ``autotune bench`` line that measures what the trial measured, against its launch on ``port``."""
+    config, workload = _config(trial), measured_workload(study, trial)
+    argv = ["autotune", "bench", "--base-url", f"http://127.0.0.1:{port}", "--engine", config.engine,
+            "--model", config.api_model_name, "--endpoint", workload.endpoint, "--dataset", workload.dataset]  # fmt: skip
+    if workload.path:
+        argv += ["--dataset-path", workload.path]
+    if tokenizer := _tokenizer(config, workload):
+        argv += ["--tokenizer", tokenizer]
+    if workload.dataset == "random":
+        argv += ["--input-len", str(workload.input_len), "--range-ratio", str(workload.range_ratio),
+                 "--prefix-len", str(workload.prefix_len)]  # fmt: skip
+    argv += ["--output-len", str(workload.output_len), "--num-prompts", str(workload.num_prompts)]
+    if workload.request_rate != math.inf:
+        argv += ["--request-rate", str(workload.request_rate)]
+    argv += ["--burstiness", str(workload.burstiness)]
+    if workload.max_concurrency is not None:
+        argv += ["--max-concurrency", str(workload.max_concurrency)]
+    argv += ["--warmup-requests", str(workload.warmup_requests), "--seed", str(workload.seed)]
+    argv.append("--ignore-eos" if workload.ignore_eos else "--no-ignore-eos")
+    for name, value in workload.headers.items():
+        argv += ["--header", f"{name}:{value}"]
+    if workload.extra_body:
+        argv += ["--extra-body", json.dumps(workload.extra_body)]
+    if (key_env := api_key_env(trial)) and key_env != OPENAI_KEY_ENV:
+        argv += ["--api-key-env", key_env]
+    return argv
+
+
+def vllm_bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT) -> list[str]:
+    """The same measurement as ``vllm bench serve`` would take it (its own prompts of the same lengths; JSONL prompts
+    as its ``custom`` dataset, which takes one output length for all)."""
+    config, workload = _config(trial), measured_workload(study, trial)
+    chat = workload.endpoint.endswith("chat/completions")
+    argv = ["vllm", "bench", "serve", "--backend", "openai-chat" if chat else "openai",
+            "--base-url", f"http://127.0.0.1:{port}", "--endpoint", workload.endpoint, "--model", config.model]  # fmt: skip
+    if config.api_model_name != config.model:
+        argv += ["--served-model-name", config.api_model_name]
+    if tokenizer := _tokenizer(config, workload):
+        argv += ["--tokenizer", tokenizer]
+    dataset = {"random": "random", "sharegpt": "sharegpt", "jsonl": "custom"}[workload.dataset]
+    argv += ["--dataset-name", dataset]
+    if workload.path:
+        argv += ["--dataset-path", workload.path]
+    if dataset == "random":
+        argv += ["--random-input-len", str(workload.input_len), "--random-output-len", str(workload.output_len),
+                 "--random-range-ratio", str(workload.range_ratio), "--random-prefix-len", str(workload.prefix_len)]  # fmt: skip
+    elif dataset == "custom":
+        argv += ["--custom-output-len", str(workload.output_len), "--skip-chat-template"]
+    argv += ["--num-prompts", str(workload.num_prompts), "--request-rate", str(workload.request_rate),
+             "--burstiness", str(workload.burstiness)]  # fmt: skip
+    if workload.max_concurrency is not None:
+        argv += ["--max-concurrency", str(workload.max_concurrency)]
+    argv += ["--num-warmups", str(workload.warmup_requests), "--seed", str(workload.seed)]
+    if workload.ignore_eos:
+        argv.append("--ignore-eos")
+    if workload.headers:
+        argv += ["--header", *(f"{name}={value}" for name, value in workload.headers.items())]
+    if workload.extra_body:
+        argv += ["--extra-body", json.dumps(workload.extra_body)]
+    return argv
