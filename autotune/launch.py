@@ -53,16 +53,17 @@ class Launch:
         workdir: the launch's directory: files, ``server.log``.
         stall_timeout_s: a request that receives nothing for this long fails as a timeout.
         headers: sent with every request and readiness probe, besides the launch's own API key (as a bearer token).
+        gpus: the GPUs the engine may use (``CUDA_VISIBLE_DEVICES``), whose memory is watched; None: as inherited.
     """
 
     def __init__(self, engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0,
-                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                 headers: Mapping[str, str] | None = None, gpus: tuple[str, ...] | None = None) -> None:  # fmt: skip
         self.engine, self.config, self.stall_timeout_s = engine, config, stall_timeout_s
         self.port = free_port()
         self.spec = with_inherited_key(engine, engine.launch_spec(config, port=self.port))
         self.headers = {**(headers or {}), **bearer(engine.api_key(self.spec, os.environ))}
         self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config), engine.failed_while_alive,
-                                    self.headers)  # fmt: skip
+                                    self.headers, gpus)  # fmt: skip
 
     @property
     def pgid(self) -> int | None:
@@ -216,8 +217,9 @@ def _simulated_requests(workload_json: str) -> list:
 
 
 def launch_for(engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0,
-               headers: Mapping[str, str] | None = None) -> Launch | DirectSimulation:  # fmt: skip
+               headers: Mapping[str, str] | None = None, gpus: tuple[str, ...] | None = None
+               ) -> Launch | DirectSimulation:  # fmt: skip
     """How ``config`` runs on ``engine``: an engine process, or the simulator in-process (direct mode)."""
     if isinstance(engine, SimulatedEngine) and engine.direct:
         return DirectSimulation(engine, config, workdir)
-    return Launch(engine, config, workdir, stall_timeout_s, headers)
+    return Launch(engine, config, workdir, stall_timeout_s, headers, gpus)

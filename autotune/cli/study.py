@@ -18,11 +18,20 @@ from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study, stor
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import docker_run, shell_script
+from autotune.gpus import parse_gpus
 from autotune.ranking import best_trial, feasible
 from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
 from autotune.settings import Settings
 from autotune.spacefile import find_space, load_space
-from autotune.study import RunOptions, open_storage, prepare_study, run_trials, study_budget
+from autotune.study import (
+    RunOptions,
+    concurrent_trials,
+    open_storage,
+    prepare_study,
+    run_node,
+    run_trials,
+    study_budget,
+)
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"
@@ -65,6 +74,14 @@ def run(
             "failures; wall time on real engines)",
         ),
     ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="the node's GPUs for this study: auto (all nvidia-smi lists), 0,1,2,3, or a count; trials "
+            "run at once on disjoint GPUs, each engine seeing its own (CUDA_VISIBLE_DEVICES); default: the "
+            "space's hardware.gpus given to one trial at a time",
+        ),
+    ] = None,
 ) -> None:
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -82,23 +99,31 @@ def run(
     settings = Settings()
     options = RunOptions(name=name, storage=storage_url(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
-                         heartbeat_s=settings.heartbeat_s,
+                         heartbeat_s=settings.heartbeat_s, gpus=parse_gpus(gpus) if gpus else None,
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
-    prepared = prepare_study(space, space_file, options)
+    workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[best]}"), console=console, transient=True) as bar:  # fmt: skip
-        task = bar.add_task(f"study {name}", total=study_budget(prepared.study), best="")
+        task = bar.add_task(f"study {name}", total=None, best="")
 
-        def on_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        def on_progress(study: optuna.Study) -> None:
             done = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.state.name != "FAIL")
             incumbent = best_trial(study)
             best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-            bar.update(task, completed=done, best=best)
-            console.print(f"trial {trial.number}: {_outcome(trial)}")
+            bar.update(task, total=study_budget(study), completed=done, best=best)
 
-        result = run_trials(prepared, on_trial)
+        if workers > 1:
+            console.print(f"{workers} trials at once on GPUs {','.join(options.gpus)}")
+            result = run_node(space, space_file, options, workers, _print_trial, on_progress)
+        else:
+            result = run_trials(prepare_study(space, space_file, options),
+                                lambda study, trial: (on_progress(study), _print_trial(study, trial)))  # fmt: skip
     _print_best(result)
+
+
+def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    Console(stderr=True).print(f"trial {trial.number}: {_outcome(trial)}")
 
 
 def _outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -108,6 +133,7 @@ def _outcome(trial: optuna.trial.FrozenTrial) -> str:
     if "failure_kind" in attrs:
         return f"{attrs['failure_kind']}: {attrs.get('failure_reason', '')[:120]}"
     dup = f" (same config as #{attrs['duplicate_of']})" if "duplicate_of" in attrs else ""
+    dup += f" on GPUs {','.join(attrs['gpus'])}" if attrs.get("gpus") else ""
     if not trial.values:
         return trial.state.name
     load = _load_text(attrs.get("load"))
@@ -191,14 +217,16 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
                           "node_minutes_on_failures": on_failures, "learned_rules": rules}, indent=1, default=str))  # fmt: skip
         return
     columns = ["#", "state", "engine", "params", "load", "value", "outcome", "node-min"]
-    gpus = any(r["gpu_memory_mib"] for r in rows)
-    table = Table(*columns, *(["GPU MiB before→ready→after"] if gpus else []), title=f"study {name}")
+    gpus, leased = any(r["gpu_memory_mib"] for r in rows), any(r["gpus"] for r in rows)
+    extra = ["GPUs"] * leased + ["GPU MiB before→ready→after"] * gpus
+    table = Table(*columns, *extra, title=f"study {name}")
     for r in rows:
         value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
         table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""),
                       ", ".join(f"{k}={v}" for k, v in r["params"].items()), _load_text(r["load"]) +
                       (f" ({len(r['benchmarks'])} measured)" if len(r["benchmarks"]) > 1 else ""), value,
                       _row_outcome(r), f"{r['node_minutes'] or 0:.1f}",
+                      *([",".join(r["gpus"] or [])] if leased else []),
                       *([_gpu_text(r["gpu_memory_mib"])] if gpus else []))  # fmt: skip
     console = Console()
     console.print(table)
@@ -216,7 +244,9 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "node_minutes": attrs.get("node_minutes"), "failure_kind": attrs.get("failure_kind"),
             "rejected_by": attrs.get("rejected_by"), "taught_rule": attrs.get("taught_rule"),
             "duplicate_of": attrs.get("duplicate_of"), "launch_s": attrs.get("launch_s"),
-            "benchmark_s": attrs.get("benchmark_s"), "gpu_memory_mib": attrs.get("gpu_memory_mib")}  # fmt: skip
+            "benchmark_s": attrs.get("benchmark_s"), "gpus": attrs.get("gpus"),
+            "engine_process": attrs.get("engine_process"),
+            "gpu_memory_mib": attrs.get("gpu_memory_mib")}  # fmt: skip
 
 
 def _gpu_text(facts: dict | None) -> str:

@@ -1,0 +1,119 @@
+"""`study run --gpus`: trials run at once on disjoint GPUs of the node (8 fake GPUs: an nvidia-smi on PATH), each
+engine given its own as CUDA_VISIBLE_DEVICES; a trial that needs more waits for them; a killed tuner leaves no engine
+behind once the next `study run` is done. The scripted engine records the GPUs it got and when it held them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from autotune.server import group_alive
+from tests.conftest import REPO
+from tests.study.conftest import ENGINE, autotune, show, write_space
+
+GPUS = 8
+
+
+def fake_nvidia_smi(tmp_path: Path) -> dict:
+    """The environment of a node with 8 idle GPUs (nvidia-smi answers `index, MiB`)."""
+    tool = tmp_path / "bin" / "nvidia-smi"
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text("#!/bin/sh\n" + "".join(f"echo '{i}, 300'\n" for i in range(GPUS)))
+    tool.chmod(0o755)
+    return {"PATH": f"{tool.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def slots_space(tmp_path: Path, startup_s: float = 1.0) -> tuple[Path, Path]:
+    """Configurations that need 1, 2, 4 or 8 GPUs (tp), sampled at random; each launch records itself."""
+    record = tmp_path / "launches.txt"
+    env = {"SCRIPTED_STARTUP_S": str(startup_s), "SCRIPTED_RECORD": str(record)}
+    path = write_space(tmp_path, env=env, hardware={"gpus": GPUS}, search={"sampler": "random", "prior": "none"},
+                       params={"tp": {"choices": [1, 2, 4, 8], "default": 1},
+                               "max_num_seqs": {"choices": [2, 8, 32], "default": 2}})  # fmt: skip
+    space = yaml.safe_load(path.read_text())
+    space["workload"]["num_prompts"] = 8
+    path.write_text(yaml.safe_dump(space))
+    return path, record
+
+
+def launches(record: Path) -> dict[int, dict]:
+    """By engine pid: the GPUs it was given and the interval it held them (stop: when it was told to stop)."""
+    found: dict[int, dict] = {}
+    for line in record.read_text().splitlines():
+        kind, pid, at, *rest = line.split()
+        entry = found.setdefault(int(pid), {"stop": None})
+        if kind == "start":
+            entry |= {"start": float(at), "gpus": set(rest[0].split(","))}
+        else:
+            entry["stop"] = float(at)
+    return found
+
+
+def test_concurrent_trials_never_share_a_gpu_and_an_8_gpu_trial_runs_alone(tmp_path, studies) -> None:
+    space, record = slots_space(tmp_path)
+    done = autotune("study", "run", str(space), "--n-trials", "14", "--seed", "1", "--gpus", "auto",
+                    "--executable", ENGINE, studies=studies, env_extra=fake_nvidia_smi(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "8 trials at once on GPUs 0,1,2,3,4,5,6,7" in done.stderr
+    trials = [t for t in show("scripted", studies)["trials"] if t["launched"]]
+    runs = launches(record)
+    assert len(runs) == len(trials) and all(run["stop"] for run in runs.values())
+    # each engine got the GPUs its trial leased, as many as its tp
+    by_gpus = sorted(tuple(sorted(run["gpus"])) for run in runs.values())
+    assert by_gpus == sorted(tuple(sorted(t["gpus"])) for t in trials)
+    assert all(len(t["gpus"]) == t["params"]["tp"] for t in trials)
+    intervals = list(runs.values())
+    overlapping = [(a, b) for i, a in enumerate(intervals) for b in intervals[i + 1 :]
+                   if a["start"] < b["stop"] and b["start"] < a["stop"]]  # fmt: skip
+    assert overlapping, "no two trials ran at once"
+    assert all(not a["gpus"] & b["gpus"] for a, b in overlapping), "two concurrent engines shared a GPU"
+    assert all(len(a["gpus"]) < GPUS and len(b["gpus"]) < GPUS for a, b in overlapping)
+    assert any(len(t["gpus"]) == GPUS for t in trials)
+    # the per-set memory check saw only the trial's own GPUs
+    assert all(set(t["gpu_memory_mib"]["before"]) == set(t["gpus"]) for t in trials)
+    listing = autotune("study", "show", "--study", "scripted", studies=studies).stdout
+    assert "GPUs" in listing
+
+
+def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_run(tmp_path, studies) -> None:
+    space, record = slots_space(tmp_path, startup_s=8)  # engines that are still starting when the tuner dies
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"} | fake_nvidia_smi(tmp_path)
+    argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "4", "--seed", "3",
+            "--gpus", "auto", "--executable", ENGINE]  # fmt: skip
+    tuner = subprocess.Popen(argv, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_engine_groups(studies)) < 2:
+            time.sleep(0.5)
+        engines = _engine_groups(studies)
+        assert len(engines) >= 2, "fewer than two trials ran at once"
+    finally:
+        os.kill(tuner.pid, signal.SIGKILL)  # the tuner alone: its workers die with it, the engines are orphaned
+        tuner.wait()
+    assert any(group_alive(pgid) for pgid in engines)  # orphans, until a worker finds their trials stale
+    again = autotune("study", "run", str(space), "--n-trials", "4", "--gpus", "auto", "--executable", ENGINE,
+                     studies=studies, env_extra=fake_nvidia_smi(tmp_path))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert not any(group_alive(pgid) for pgid in engines), "an engine of the killed tuner is still running"
+    trials = show("scripted", studies)["trials"]
+    assert sum(t["state"] == "COMPLETE" for t in trials) == 4
+
+
+def _engine_groups(studies: Path) -> set[int]:
+    """The process groups of the engines the study's running trials recorded (what a worker would kill)."""
+    done = autotune("study", "show", "--study", "scripted", "--json", studies=studies)
+    if done.returncode != 0:
+        return set()
+    groups = set()
+    for trial in json.loads(done.stdout)["trials"]:
+        if trial["state"] == "RUNNING" and trial.get("engine_process"):
+            groups.add(trial["engine_process"]["pgid"])
+    return groups
