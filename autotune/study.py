@@ -359,7 +359,10 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
     prepared = prepare_study(space, space_path, options)  # the budget is set once, here (--more adds once)
     study = prepared.study
     each = dataclasses.replace(options, n_trials=study_budget(study), more_trials=0)
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no storage connection or thread inherited
+    # forked by a server process that imported autotune once: no storage connection or thread of ours inherited,
+    # and no worker pays for the imports again
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["autotune.study", "autotune.cli.study"])
     # a seed of its own for each worker: one seed would make every worker suggest the same configurations
     seeds = [None if options.seed is None else options.seed + index for index in range(workers)]
     processes = [context.Process(target=_node_worker, args=(space, space_path, dataclasses.replace(each, seed=seed),
@@ -392,10 +395,13 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
 
 
 def _node_worker(space: SearchSpace, space_path: Path, options: RunOptions, parent: int, on_trial) -> None:
-    """One worker of ``run_node``: killed with its parent (even by SIGKILL), so no worker runs on unwatched."""
+    """One worker of ``run_node``: killed with its parent (even by SIGKILL), so no worker runs on unwatched. Its
+    parent is the fork server, which exits when ``run_node``'s process does."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the request above took effect
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:  # run_node's process died before the request above took effect
         os._exit(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:

@@ -23,7 +23,7 @@ is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/mod
 with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
 HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the first requests that does not fit),
 ``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header), ``SCRIPTED_RECORD=FILE``
-(appends ``start PID TIME CUDA_VISIBLE_DEVICES`` once it serves and ``stop PID TIME`` at SIGTERM: which GPUs each
+(appends ``start PID TIME CUDA_VISIBLE_DEVICES`` as it starts and ``stop PID TIME`` at SIGTERM: which GPUs each
 launch was given, and when it held them). Like vLLM, ``--api-key KEY`` or
 ``VLLM_API_KEY`` makes ``/v1/*`` answer 401 to a request without ``Authorization: Bearer KEY`` (``/health`` stays
 open). The first completion request's fields and header names are logged, so a test can see what a client sent.
@@ -277,6 +277,14 @@ def serve_like_vllm(argv: list[str]) -> None:
     parser.add_argument("--api-key")
     args, _ = parser.parse_known_args(argv)
     print(f"scripted engine (not a real engine): serve {args.model} {' '.join(argv[1:])}", flush=True)
+    if record := os.environ.get("SCRIPTED_RECORD"):
+        _record(record, f"start {os.getpid()} {time.time():.3f} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}")
+
+        def stop(signum: int, frame: object) -> None:
+            _record(record, f"stop {os.getpid()} {time.time():.3f}")
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
     time.sleep(float(os.environ.get("SCRIPTED_STARTUP_S", "0.3")))
     if args.speculative_config:
         print("NotImplementedError: Unsupported speculative method: 'mtp'", file=sys.stderr, flush=True)
@@ -296,14 +304,6 @@ def serve_like_vllm(argv: list[str]) -> None:
     server.oom_at = int(oom_at) if oom_at else None
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
-    if record := os.environ.get("SCRIPTED_RECORD"):
-        _record(record, f"start {os.getpid()} {time.time():.3f} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}")
-
-        def stop(signum: int, frame: object) -> None:
-            _record(record, f"stop {os.getpid()} {time.time():.3f}")
-            os._exit(0)
-
-        signal.signal(signal.SIGTERM, stop)
     asyncio.run(server.serve())
 
 

@@ -90,10 +90,10 @@ def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_r
     tuner = subprocess.Popen(argv, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(_engine_groups(studies)) < 2:
+        deadline, engines = time.monotonic() + 120, set()
+        while time.monotonic() < deadline and len(engines) < 2:
             time.sleep(0.5)
-        engines = _engine_groups(studies)
+            engines = _engine_groups(studies)  # the engines of the trials running now
         assert len(engines) >= 2, "fewer than two trials ran at once"
     finally:
         os.kill(tuner.pid, signal.SIGKILL)  # the tuner alone: its workers die with it, the engines are orphaned
