@@ -83,7 +83,7 @@ def test_concurrent_trials_never_share_a_gpu_and_an_8_gpu_trial_runs_alone(tmp_p
 
 
 def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_run(tmp_path, studies) -> None:
-    space, record = slots_space(tmp_path, startup_s=8)  # engines that are still starting when the tuner dies
+    space, _ = slots_space(tmp_path, startup_s=8)  # engines that are still starting when the tuner dies
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"} | fake_nvidia_smi(tmp_path)
     argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "4", "--seed", "3",
             "--gpus", "auto", "--executable", ENGINE]  # fmt: skip
