@@ -153,7 +153,7 @@ def history_figure(frame: pd.DataFrame, metric: str, maximize: bool) -> go.Figur
 
 def front_figure(loads: pd.DataFrame, x: str, maximize_x: bool, x_title: str) -> go.Figure:
     """Total tokens/s per GPU against ``x``: every measured load of every trial a point, coloured by engine (open: it
-    misses an SLO), and the Pareto front of the loads that meet the SLOs."""
+    misses an SLO), the Pareto front of the loads that meet the SLOs, and each engine's own front (dashed)."""
     shown = loads.dropna(subset=[x, "tokens_per_gpu"])
     shown = shown.assign(slo=shown.feasible.map({True: "meets SLOs", False: "misses an SLO"}))
     title = f"{TOKENS_PER_GPU} vs {x_title}: every measured load, the Pareto front dotted"
@@ -161,10 +161,16 @@ def front_figure(loads: pd.DataFrame, x: str, maximize_x: bool, x_title: str) ->
                         symbol="slo" if not shown.feasible.all() else None,
                         symbol_map={"meets SLOs": "circle", "misses an SLO": "circle-open"},
                         hover_data=["number", "load", "gpus"])  # fmt: skip
-    front = pareto_front(shown[shown.feasible], x, "tokens_per_gpu", maximize_x, True)
+    feasible = shown[shown.feasible]
+    front = pareto_front(feasible, x, "tokens_per_gpu", maximize_x, True)
     figure.add_trace(go.Scatter(x=front[x], y=front.tokens_per_gpu, mode="lines+markers", name="Pareto front",
                                 line={"dash": "dot", "color": "black"},
                                 marker={"symbol": "circle-open", "size": 12, "color": "black"}))  # fmt: skip
+    colours = {trace.name: trace.marker.color for trace in figure.data if trace.name in set(shown.engine)}
+    for engine, part in feasible.groupby("engine"):  # each engine's own front: which engine wins where
+        own = pareto_front(part, x, "tokens_per_gpu", maximize_x, True)
+        figure.add_trace(go.Scatter(x=own[x], y=own.tokens_per_gpu, mode="lines", name=f"{engine} front",
+                                    line={"dash": "dash", "width": 1, "color": colours.get(engine)}))  # fmt: skip
     return figure.update_layout(xaxis_title=x_title, yaxis_title=TOKENS_PER_GPU)
 
 

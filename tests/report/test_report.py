@@ -104,3 +104,10 @@ def test_pareto_front_holds_exactly_the_non_dominated_points() -> None:
     assert list(front.throughput) == sorted(front.throughput)  # drawn as a line, left to right
     both_up = pareto_front(frame.assign(ttft=-frame.ttft), "throughput", "ttft", maximize_x=True, maximize_y=True)
     assert list(both_up.index) == list(front.index)  # the same front, whichever way the y axis is better
+
+
+def test_the_fronts_show_each_engine_beside_the_overall_one(quickstart) -> None:
+    engines = {t.user_attrs["engine"] for t in quickstart.get_trials(deepcopy=False) if feasible(t)}
+    for title in ("Throughput per GPU vs interactivity", "Throughput per GPU vs TTFT"):
+        names = {trace.name for trace in figures(quickstart)[title].data}
+        assert "Pareto front" in names and {f"{engine} front" for engine in engines} <= names, (title, names)
