@@ -95,6 +95,7 @@ def test_the_printed_bench_line_reproduces_the_trials_throughput(tmp_path, studi
     result = json.loads(measured.stdout)
     assert result["completed"] == 24
     stored = best["values"][0]
+    print(f"trial {stored:.1f} tok/s, the printed bench line {result['total_token_throughput']:.1f} tok/s")
     assert abs(result["total_token_throughput"] / stored - 1) < 0.05, (result["total_token_throughput"], stored)
 
 
