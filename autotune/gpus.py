@@ -3,8 +3,9 @@ from every other trial's, and its engine sees only those (``CUDA_VISIBLE_DEVICES
 
 Leases are ``flock`` locks on one file per GPU in a directory of the node, so they work across the worker processes
 of a node and are released by the kernel when a worker dies, even by SIGKILL: a dead worker's GPUs are never lost.
-A trial waiting for GPUs holds the node's queue lock while it waits, so that smaller trials arriving later do not
-take the GPUs it waits for one by one: an 8-GPU trial starts as soon as the running ones end, and never beside one.
+A trial waiting for GPUs first lets later, smaller trials take GPUs that are free (so the node is not left idle
+behind it); after ``_PATIENCE_S`` it holds the node's queue lock, so that no later trial takes the GPUs it waits for
+one by one: it starts as soon as the running ones end. An 8-GPU trial never starts beside another.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from autotune.errors import UsageError
 from autotune.server import gpu_memory_used
 
 _WAIT_POLL_S = 0.2
+# How long a trial waiting for GPUs lets later, smaller trials take free ones before it holds the node's queue: a
+# 1-GPU trial may start on a GPU an 8-GPU trial waits for, delaying it by at most this and one trial's length.
+_PATIENCE_S = 60.0
 
 
 def parse_gpus(spec: str) -> tuple[str, ...]:
@@ -52,11 +56,18 @@ class GpuPool:
         """Hold ``count`` of the pool's GPUs (waiting until that many are free) for the duration of the block."""
         if count > len(self.gpus):
             raise ValueError(f"needs {count} GPUs, the worker has {len(self.gpus)} ({','.join(self.gpus)})")
-        with _locked(self.lock_dir / "queue.lock"):
-            held = self._take(count)
-            while held is None:
-                time.sleep(_WAIT_POLL_S)
+        held, waiting_since = None, time.monotonic()
+        while held is None and time.monotonic() - waiting_since < _PATIENCE_S:  # smaller trials may pass meanwhile
+            with _locked(self.lock_dir / "queue.lock"):
                 held = self._take(count)
+            if held is None:
+                time.sleep(_WAIT_POLL_S)
+        if held is None:
+            with _locked(self.lock_dir / "queue.lock"):  # then no trial starts before this one: it cannot starve
+                held = self._take(count)
+                while held is None:
+                    time.sleep(_WAIT_POLL_S)
+                    held = self._take(count)
         try:
             yield tuple(gpu for gpu, _ in held)
         finally:

@@ -28,6 +28,7 @@ def space(root: Path, startup_s: float, record: Path) -> Path:
     spec = yaml.safe_load((REPO / "tests" / "study" / "scripted.yaml").read_text())
     spec["engines"]["vllm"]["fixed"]["env"] |= {"SCRIPTED_STARTUP_S": str(startup_s), "SCRIPTED_RECORD": str(record)}
     spec["hardware"] = {"gpus": GPUS}
+    spec["startup_timeout_s"] = startup_s + 60
     spec["search"] = {"sampler": "random", "prior": "none"}
     spec["params"] = {"tp": {"choices": [1, 2, 4, 8], "default": 1}, "max_num_seqs": {"choices": [2, 8, 32], "default": 2},
                       "dtype": {"choices": ["float32", "bfloat16"], "default": "bfloat16"}}  # fmt: skip
