@@ -236,16 +236,12 @@ def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[
     """Only one worker at a time checks for a slot and pops it."""
     if storage_url.startswith("postgresql"):
         key = int(hashlib.sha256(study_name.encode()).hexdigest()[:15], 16)
-        engine = sqlalchemy.create_engine(storage_url)
-        try:
-            with engine.connect() as conn:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
-                try:
-                    yield
-                finally:
-                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-        finally:
-            engine.dispose()
+        with _lock_engine(storage_url).connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
         return
     studies_dir.mkdir(parents=True, exist_ok=True)
     with (studies_dir / f".{study_name}.lock").open("w") as handle:
@@ -254,6 +250,12 @@ def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@functools.lru_cache(maxsize=4)
+def _lock_engine(storage_url: str) -> sqlalchemy.Engine:
+    # one pooled connection per storage and process, not a new connection for every trial's lock
+    return sqlalchemy.create_engine(storage_url, pool_size=1, pool_pre_ping=True)
 
 
 class _Heartbeat:
@@ -326,10 +328,14 @@ def run_trials(prepared: PreparedStudy,
                 break
             with slot_lock(options.storage, options.name, options.studies_dir):
                 optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
-                trial = study.ask() if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) else None
+                waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                if waiting and options.heartbeat_s:
+                    # the slot ask() pops (the oldest) gets its heartbeat before it is RUNNING: a worker killed in
+                    # between would otherwise leave a RUNNING trial that never goes stale, and the study would hang
+                    prepared.storage.record_heartbeat(min(t._trial_id for t in waiting))
+                trial = study.ask() if waiting else None
                 if trial is not None and options.heartbeat_s:
-                    # at once, under the lock: every running trial has a heartbeat that can go stale
-                    prepared.storage.record_heartbeat(trial._trial_id)
+                    prepared.storage.record_heartbeat(trial._trial_id)  # at once: its heartbeat starts now
             if trial is None:
                 # no slot left; a trial still running elsewhere may yet go stale and come back to be retried
                 if options.heartbeat_s and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):

@@ -1,0 +1,471 @@
+"""Many `autotune study run` workers on one PostgreSQL study: kills, retries, duplicates, coordination overhead.
+
+    .venv/bin/python benchmarks/workers_stress.py [--workers 16] [--trials 1000] [--kills 5] [--seed 0]
+        [--scaling 1,4,16,32] [--scaling-trials 200] [--storage URL] [--quick] [--json OUT]
+
+Needs a PostgreSQL server (default: the one the tests use, ``postgresql+psycopg://postgres@127.0.0.1:5432/test``).
+Every study it makes is named ``ws-<uuid>-...`` and deleted at the end.
+
+The space: the quickstart (three engines, about 2.7 million launch configurations, many of them refused by static
+rules) with the simulator in direct mode (``simulate: {mode: direct, performance_model: analytic}``, 200 prompts):
+each trial is computed in-process in about 0.1 s, no server process, so what is measured is the coordination.
+Configurations do repeat (TPE converges, the refine step fills slots with neighbours): a trial whose configuration
+was measured before is recorded as ``duplicate_of`` and not measured again, and its count is printed.
+
+Stress run: ``--workers`` processes start at once on one study with a budget of ``--trials``; ``--kills`` times, at a
+random moment (a random number of finished trials, then up to 0.5 s), the process group of one worker, at random
+among those running a trial, is killed with SIGKILL and a new process with the same command started (a worker
+picked among all would mostly be one waiting for the slot lock, with no trial to lose). Checked afterwards, from the storage:
+
+- budget: autotune's budget is the set of slots (WAITING trials) made with the study; a dead worker's trial is failed
+  as stale by another worker and retried in a new slot (RetryHeartbeatStaleTrialCallback), so "exactly the budget"
+  means COMPLETE + PRUNED trials == budget, every FAIL trial is such a stale trial, and none is left WAITING/RUNNING;
+- every stale trial has a later retry (its ``retry_history``) that finished with its parameters;
+- lost: COMPLETE trials without values; duplicates measured: finished trials that are not ``duplicate_of`` another
+  but share its ``config_key`` with an earlier one; overlaps: two trials of one ``config_key`` measuring at the same
+  time (a finished trial measures during its last ``trial_s``, a killed one from its start until its worker died).
+
+Coordination overhead per trial: each worker is autotune's CLI (``autotune.cli.main``, what ``python -m autotune``
+runs) with timers wrapped around ``autotune.study.slot_lock``, ``Study.ask``, ``Study.tell``, the objective and every
+RDBStorage method, one JSON line per trial. Overhead = the worker's wall time per trial (end of one trial to the end
+of the next) minus the objective: the lock wait, the lock held (the check for a WAITING slot, the ask that pops it,
+the first heartbeat), the tell, the stale-trial check and the progress line. The sampler is not in the ask: Optuna 5
+samples at the first suggest, in the objective. Storage = the main thread's time in RDBStorage calls, the objective's
+included (it reads the study's trials to find duplicates, the incumbent and learned rules). The scaling runs (fresh
+studies of ``--scaling-trials``, no kills) give throughput (finished trials / seconds from the first trial's start to
+the last one's end) and the overhead at each worker count; the first (1 worker) is the anchor. On a machine with
+fewer cores than workers, CPU sharing is part of what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import inspect
+import itertools
+import json
+import math
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+import sqlalchemy
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autotune.study import study_budget  # noqa: E402
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+TIMINGS_ENV = "WORKERS_STRESS_TIMINGS"
+FINISHED = ("COMPLETE", "PRUNED")
+POLL_S, STALL_S = 0.5, 120.0
+PARTS = ("cycle", "objective", "overhead", "lock_wait", "lock_held", "ask", "tell", "storage", "cpu")
+
+
+# -- the worker: autotune's CLI with timers --------------------------------------------------------------------------
+class _Timer:
+    """Sums the time spent in wrapped calls during one trial; writes one line per trial."""
+
+    def __init__(self, sink) -> None:
+        self.sink, self.parts, self.since = sink, dict.fromkeys((*PARTS[3:-1], "objective", "calls"), 0), None
+        self.cpu_since, self.depth = time.process_time(), 0
+
+    def storage(self, function):
+        """A storage method: its time counts once (not again for the methods it calls), on the main thread only
+        (the heartbeat thread's writes run beside the trial)."""
+
+        def timed(*args, **kwargs):
+            if self.depth or threading.current_thread() is not threading.main_thread():
+                return function(*args, **kwargs)
+            self.depth += 1
+            self.parts["calls"] += 1
+            try:
+                return self.wrap("storage", function)(*args, **kwargs)
+            finally:
+                self.depth -= 1
+
+        return timed
+
+    def wrap(self, part: str, function):
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.parts[part] += time.perf_counter() - started
+
+        return timed
+
+    def lock(self, original):
+        @contextlib.contextmanager
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            self.since = self.since or started
+            with original(*args, **kwargs):
+                acquired = time.perf_counter()
+                self.parts["lock_wait"] += acquired - started
+                try:
+                    yield
+                finally:
+                    self.parts["lock_held"] += time.perf_counter() - acquired
+
+        return timed
+
+    def trial(self, run_trial):
+        def timed(study, storage, trial, *args, **kwargs):
+            try:
+                return run_trial(study, storage, trial, *args, **kwargs)
+            finally:
+                now, cpu = time.perf_counter(), time.process_time()
+                record = {"trial": trial.number, "cycle": now - self.since, "cpu": cpu - self.cpu_since, **self.parts}
+                self.sink.write(json.dumps(record) + "\n")
+                self.sink.flush()
+                self.parts, self.since, self.cpu_since = dict.fromkeys(self.parts, 0.0), now, cpu
+
+        return timed
+
+
+def run_worker(argv: list[str]) -> None:
+    import autotune.study as study_module
+    from autotune.cli import main as cli_main
+    from autotune.objective import Objective
+
+    timer = _Timer((Path(os.environ[TIMINGS_ENV]) / f"{os.getpid()}.jsonl").open("a"))
+    study_module.slot_lock = timer.lock(study_module.slot_lock)
+    study_module._run_trial = timer.trial(study_module._run_trial)
+    optuna.study.Study.ask = timer.wrap("ask", optuna.study.Study.ask)
+    optuna.study.Study.tell = timer.wrap("tell", optuna.study.Study.tell)
+    Objective.__call__ = timer.wrap("objective", Objective.__call__)
+    rdb = optuna.storages.RDBStorage
+    for name, method in list(vars(rdb).items()):
+        if inspect.isfunction(method) and not name.startswith("__"):  # not the static methods
+            setattr(rdb, name, timer.storage(method))
+    sys.argv = ["autotune", *argv]
+    cli_main()
+
+
+# -- the driver ------------------------------------------------------------------------------------------------------
+def write_space(tmp: Path) -> Path:
+    space = yaml.safe_load((REPO / "autotune" / "spaces" / "quickstart.yaml").read_text())
+    space["simulate"] = {"mode": "direct", "performance_model": "analytic"}
+    space["workload"]["num_prompts"] = 200
+    path = tmp / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+@dataclass
+class Run:
+    """One study run by ``workers`` processes: what happened, from the storage and the workers' timings."""
+
+    name: str
+    workers: int
+    budget: int
+    kills: list[dict] = field(default_factory=list)  # {"worker": host:pid, "at": datetime}
+    exits: list[int] = field(default_factory=list)
+    stalled: bool = False
+    setup_s: float = 0.0  # from the workers' start to the first trial's (the creator makes the slots)
+    check: dict = field(default_factory=dict)
+    timings: list[dict] = field(default_factory=list)
+
+
+class Fleet:
+    """The worker processes of one study, each in its own session (killed by process group, nothing else)."""
+
+    def __init__(self, argv: list[str], env: dict, logs: Path) -> None:
+        self.argv, self.env, self.logs = argv, env, logs
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, index: int) -> subprocess.Popen:
+        with (self.logs / f"worker-{index}-{len(self.procs)}.log").open("w") as log:
+            proc = subprocess.Popen([*self.argv, str(index)], cwd=REPO, env=self.env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc.index = index  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def alive(self) -> list[subprocess.Popen]:
+        return [p for p in self.procs if p.poll() is None]
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def kill_all(self) -> None:
+        for proc in self.alive():
+            self.kill(proc)
+
+
+def run_study(args, name: str, workers: int, budget: int, kills: int, rng: random.Random, tmp: Path) -> Run:
+    run = Run(name, workers, budget)
+    timings, logs = tmp / name / "timings", tmp / name / "logs"
+    timings.mkdir(parents=True)
+    logs.mkdir()
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(tmp / name / "studies"), "AUTOTUNE_HEARTBEAT_S": "1",
+                        TIMINGS_ENV: str(timings)}  # fmt: skip
+    env.pop("AUTOTUNE_STORAGE", None)
+    # the last argument is the worker's index, its sampler seed: workers with one seed would suggest alike
+    argv = [sys.executable, __file__, "_worker", "study", "run", str(args.space), "--study", name, "--storage",
+            args.storage, "--n-trials", str(budget), "--seed"]  # fmt: skip
+    fleet = Fleet(argv, env, logs)
+    targets = sorted(rng.sample(range(budget // 10, budget * 85 // 100), kills)) if kills else []
+    started = datetime.datetime.now()
+    try:
+        for index in range(workers):
+            fleet.start(args.seed * 1000 + index)
+        _watch(fleet, run, targets, rng, args.storage)
+    finally:
+        fleet.kill_all()
+    run.exits = [p.returncode for p in fleet.procs]
+    study = optuna.load_study(study_name=name, storage=args.storage)
+    trials = study.get_trials(deepcopy=False)
+    starts = [t.datetime_start for t in trials if t.datetime_start]
+    run.setup_s = (min(starts) - started).total_seconds() if starts else 0.0
+    run.check = check(study, trials, run.kills)
+    for path in timings.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):  # a killed worker's last line may be cut
+                run.timings.append(json.loads(line))
+    return run
+
+
+def _watch(fleet: Fleet, run: Run, targets: list[int], rng: random.Random, storage: str) -> None:
+    """Wait for the workers to finish, killing and restarting one at each target; give up on a stall."""
+    engine = sqlalchemy.create_engine(storage)
+    last, progress_at = -1, time.monotonic()
+    try:
+        while fleet.alive():
+            time.sleep(POLL_S)
+            finished = _finished(engine, run.name)
+            if finished != last:
+                last, progress_at = finished, time.monotonic()
+            if time.monotonic() - progress_at > STALL_S:
+                run.stalled = True
+                return
+            if targets and finished >= targets[0]:
+                time.sleep(rng.uniform(0, 0.5))
+                busy = _busy_pids(engine, run.name)
+                candidates = [p for p in fleet.alive() if p.pid in busy]
+                if not candidates:  # every worker between trials (or waiting for the lock): try again shortly
+                    continue
+                targets.pop(0)
+                victim = rng.choice(candidates)
+                fleet.kill(victim)
+                run.kills.append({"worker": f"{socket.gethostname()}:{victim.pid}", "at": datetime.datetime.now()})
+                fleet.start(victim.index)  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
+
+
+def _busy_pids(engine: sqlalchemy.Engine, name: str) -> set[int]:
+    """The process ids of the workers that are running a trial (its ``worker`` attribute: host:pid)."""
+    with engine.connect() as conn:
+        rows = conn.execute(sqlalchemy.text(
+            "SELECT a.value_json FROM trial_user_attributes a JOIN trials t USING (trial_id) JOIN studies s USING "
+            "(study_id) WHERE s.study_name = :n AND t.state = 'RUNNING' AND a.key = 'worker'"), {"n": name})  # fmt: skip
+        return {int(json.loads(value).rsplit(":", 1)[1]) for (value,) in rows}
+
+
+def _finished(engine: sqlalchemy.Engine, name: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sqlalchemy.text(
+            "SELECT count(*) FROM trials JOIN studies USING (study_id) WHERE study_name = :n AND "
+            "trials.state IN ('COMPLETE', 'PRUNED')"), {"n": name}).scalar()  # fmt: skip
+
+
+# -- the checks ------------------------------------------------------------------------------------------------------
+def check(study: optuna.Study, trials: list, kills: list[dict]) -> dict:
+    by_state = {s: [t for t in trials if t.state.name == s] for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING",
+                                                                      "WAITING")}  # fmt: skip
+    finished = by_state["COMPLETE"] + by_state["PRUNED"]
+    stale = [t for t in by_state["FAIL"] if "error" not in t.user_attrs]
+    killed_at = {k["worker"]: k["at"] for k in kills}
+    return {
+        "budget": study_budget(study),
+        "finished": len(finished),
+        "fail_stale": len(stale),
+        "fail_error": len(by_state["FAIL"]) - len(stale),
+        "left": len(by_state["RUNNING"]) + len(by_state["WAITING"]),
+        "left_running": [t.number for t in by_state["RUNNING"]],
+        "kills_with_trial": sum(any(t.user_attrs.get("worker") == k for t in stale) for k in killed_at),
+        "retried": sum(_retried(t, finished) for t in stale),
+        "lost": sum(1 for t in by_state["COMPLETE"] if t.values is None),
+        "duplicates_measured": _duplicates_measured(finished),
+        "duplicates_copied": sum(1 for t in finished if "duplicate_of" in t.user_attrs),
+        "overlaps": _overlaps(trials, killed_at),
+    }
+
+
+def _retried(failed, finished: list) -> bool:
+    """A later trial retried ``failed`` (its retry history says so), with its parameters, and finished."""
+    return any(failed.number in t.system_attrs.get("retry_history", []) and t.number > failed.number
+               and failed.params.items() <= t.params.items() for t in finished)  # fmt: skip
+
+
+def _duplicates_measured(finished: list) -> int:
+    keys = [t.user_attrs.get("config_key") for t in finished if "duplicate_of" not in t.user_attrs]
+    return len(keys) - len(set(keys))
+
+
+def _overlaps(trials: list, killed_at: dict) -> int:
+    """Pairs of trials of one configuration measuring at the same time."""
+    intervals: dict[str, list] = {}
+    now = datetime.datetime.now()
+    for t in trials:
+        if not t.user_attrs.get("launched") or "duplicate_of" in t.user_attrs:
+            continue
+        if t.state.name in FINISHED and "trial_s" in t.user_attrs:
+            end = t.datetime_complete
+            start = end - datetime.timedelta(seconds=t.user_attrs["trial_s"])
+        else:  # killed part-way (or still running): from its start until its worker died
+            start = t.datetime_start
+            end = min(filter(None, (t.datetime_complete, killed_at.get(t.user_attrs.get("worker")), now)))
+        intervals.setdefault(t.user_attrs["config_key"], []).append((start, end))
+    count = 0
+    for spans in intervals.values():
+        latest = None  # the latest end among the spans that started before this one
+        for start, end in sorted(spans):
+            count += latest is not None and start < latest
+            latest = end if latest is None else max(latest, end)
+    return count
+
+
+# -- the summary -----------------------------------------------------------------------------------------------------
+def throughput(run: Run, storage: str) -> float:
+    study = optuna.load_study(study_name=run.name, storage=storage)
+    done = [t for t in study.get_trials(deepcopy=False) if t.state.name in FINISHED]
+    span = max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)
+    return len(done) / span.total_seconds()
+
+
+def per_trial(records: list[dict]) -> dict:
+    """Means per trial: milliseconds of each part (overhead = cycle − objective), and storage calls."""
+    rows = [r | {"overhead": r["cycle"] - r["objective"]} for r in records]
+    if not rows:
+        return dict.fromkeys((*PARTS, "calls"), math.nan)
+    means = {part: 1000 * statistics.fmean(r[part] for r in rows) for part in PARTS}
+    return means | {"calls": statistics.fmean(r["calls"] for r in rows)}
+
+
+HEADER = (f"{'run':<22} {'workers':>7} {'trials/s':>8} {'vs 1':>6} {'cycle':>6} {'objective':>9} {'overhead':>8} "
+          f"{'vs 1':>6} {'lock wait':>9} {'held':>5} {'busy':>5} {'ask':>5} {'tell':>5} {'storage':>7} {'calls':>5} "
+          f"{'CPU':>5}")  # fmt: skip
+
+
+def row_line(label: str, run: Run, rate: float, anchor: tuple[float, dict]) -> str:
+    ms = per_trial(run.timings)
+    return (f"{label:<22} {run.workers:>7} {rate:>8.2f} {rate / anchor[0]:>5.2f}x {ms['cycle']:>6.0f} "
+            f"{ms['objective']:>9.0f} {ms['overhead']:>8.0f} {ms['overhead'] / anchor[1]['overhead']:>5.1f}x "
+            f"{ms['lock_wait']:>9.0f} {ms['lock_held']:>5.0f} {rate * ms['lock_held'] / 1000:>5.2f} {ms['ask']:>5.0f} {ms['tell']:>5.0f} {ms['storage']:>7.0f} "
+            f"{ms['calls']:>5.0f} {ms['cpu']:>5.0f}")  # fmt: skip
+
+
+def stress_lines(run: Run, rate: float) -> list[str]:
+    c = run.check
+    exact = c["finished"] == c["budget"] and c["fail_error"] == 0 and c["left"] == 0
+    bad_exits = [e for e in run.exits if e not in (0, -signal.SIGKILL)]
+    early = per_trial([r for r in run.timings if r["trial"] < run.budget // 10])
+    late = per_trial([r for r in run.timings if r["trial"] >= run.budget - run.budget // 10])
+    return [
+        f"stress: {run.workers} workers, budget {run.budget} trials, {len(run.kills)} SIGKILLs (each restarted)"
+        + (f" -- STALLED (no trial finished for {STALL_S:.0f} s)" if run.stalled else ""),
+        f"  finished (COMPLETE+PRUNED) {c['finished']} = budget {c['budget']}: {'yes' if exact else 'NO'}; "
+        f"FAIL as stale {c['fail_stale']} (kills that left a trial: {c['kills_with_trial']}), retried "
+        f"{c['retried']}/{c['fail_stale']}; FAIL as error {c['fail_error']}; left RUNNING/WAITING {c['left']}"
+        + (f" (running: {c['left_running'][:10]})" if c["left_running"] else ""),
+        f"  lost {c['lost']}; duplicates measured {c['duplicates_measured']} (recognised as duplicate_of, not "
+        f"measured: {c['duplicates_copied']}); overlapping measurements of one configuration {c['overlaps']}",
+        f"  {rate:.2f} trials/s; setup {run.setup_s:.1f} s (the creator makes {run.budget} slots before the first "
+        f"trial); worker exits other than 0/SIGKILL: {bad_exits or 'none'}",
+        f"  first 10% of trials: cycle {early['cycle']:.0f} ms, storage {early['storage']:.0f} ms; last 10%: cycle "
+        f"{late['cycle']:.0f} ms, storage {late['storage']:.0f} ms (each read of the trials re-reads every unfinished "
+        "one, WAITING slots included)",
+    ]
+
+
+def scaling_line(rates: dict[int, float]) -> str:
+    """Throughput by worker count, and the first count after which more workers add less than 10%."""
+    counts = sorted(rates)
+    stop = next((a for a, b in itertools.pairwise(counts) if rates[b] < 1.1 * rates[a]), counts[-1])
+    listed = ", ".join(f"{n}: {rates[n]:.2f}" for n in counts)
+    return f"throughput (trials/s) by workers: {listed}; more workers than {stop} add less than 10% (cores: {os.cpu_count()})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scaling", default="1,4,16,32", help="worker counts of the scaling runs (1 first: the anchor)"
+    )
+    parser.add_argument("--scaling-trials", type=int, default=200)
+    parser.add_argument("--storage", default=os.environ.get("AUTOTUNE_STORAGE", POSTGRES))
+    parser.add_argument("--quick", action="store_true", help="smoke run: 4 workers, 100 trials, 1 kill; 1,2,4 × 40")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    if args.quick:
+        args.workers, args.trials, args.kills, args.scaling, args.scaling_trials = 4, 100, 1, "1,2,4", 40
+    rng, tag = random.Random(args.seed), uuid.uuid4().hex[:8]
+    names, rows, rates = [], [], {}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        args.space = write_space(tmp)
+        print(f"seed {args.seed}; space: quickstart in direct mode; PostgreSQL; heartbeat 1 s\n{HEADER}", flush=True)
+        try:
+            plan = [(f"scaling ({args.scaling_trials} trials)", int(w), args.scaling_trials, 0)
+                    for w in args.scaling.split(",") if w]  # fmt: skip
+            for label, workers, budget, kills in [*plan, (f"stress ({args.trials} trials)", args.workers,
+                                                         args.trials, args.kills)]:  # fmt: skip
+                names.append(f"ws-{tag}-{len(names)}")
+                run = run_study(args, names[-1], workers, budget, kills, rng, tmp)
+                rate = throughput(run, args.storage)
+                anchor = rows[0][1:] if rows else (rate, per_trial(run.timings))
+                rows.append((run, rate, per_trial(run.timings)))
+                rates.update({workers: rate} if kills == 0 else {})
+                print(row_line(label, run, rate, anchor), flush=True)
+        finally:
+            for name in names:
+                with contextlib.suppress(KeyError):
+                    optuna.delete_study(study_name=name, storage=args.storage)
+    print(
+        "(ms per trial per worker, means; trials/s of the study as a whole; vs 1: against the first row; held: the\n"
+        " slot lock held (the ask runs in it); busy: share of the run's time some worker held it, 1.00 = saturated;\n"
+        " storage: time in RDBStorage calls, objective's included; calls: RDBStorage calls per trial; CPU: worker's)"
+    )
+    stress, stress_rate, stress_ms = rows[-1]
+    print("\n".join(["", *stress_lines(stress, stress_rate), ""]))
+    if len(rates) > 1:
+        print(scaling_line(rates))
+    print(
+        f"overhead per trial: {stress_ms['overhead']:.0f} ms at {stress.workers} workers (stress run) vs "
+        f"{rows[0][2]['overhead']:.0f} ms at {rows[0][0].workers} (first row): "
+        f"{stress_ms['overhead'] / rows[0][2]['overhead']:.1f}x"
+    )
+    if args.json:
+        figures = [{"workers": r.workers, "budget": r.budget, "trials_per_s": rate, "per_trial": ms}
+                   for r, rate, ms in rows]  # fmt: skip
+        args.json.write_text(json.dumps({"stress": stress.check, "runs": figures}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        run_worker(sys.argv[2:])
+    else:
+        main()
