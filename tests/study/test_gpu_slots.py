@@ -4,6 +4,7 @@ behind once the next `study run` is done. The scripted engine records the GPUs i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -83,7 +84,17 @@ def test_concurrent_trials_never_share_a_gpu_and_an_8_gpu_trial_runs_alone(tmp_p
 
 
 def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_run(tmp_path, studies) -> None:
-    space, _ = slots_space(tmp_path, startup_s=8)  # engines that are still starting when the tuner dies
+    space, record = slots_space(tmp_path, startup_s=8)  # engines that are still starting when the tuner dies
+    try:
+        _kill_and_resume(space, studies, tmp_path)
+    finally:  # whatever failed above: no engine of this test outlives it
+        for pid in launches(record) if record.exists() else ():
+            with contextlib.suppress(OSError):
+                if b"autotune.bench.scripted" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_and_resume(space: Path, studies: Path, tmp_path: Path) -> None:
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"} | fake_nvidia_smi(tmp_path)
     argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "4", "--seed", "3",
             "--gpus", "auto", "--executable", ENGINE]  # fmt: skip
