@@ -22,6 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as `python scripts/screenshots.py`: the tests' dashboard helper is shared
+
+from tests.browser import dashboard_server  # noqa: E402
+
 VIEWPORT = {"width": 1200, "height": 800}  # small PNGs: one figure, at a laptop's width
 PARETO_FIGURE = "Throughput per GPU vs interactivity"
 
@@ -89,7 +93,7 @@ def dashboard_screenshots(studies_dir: Path, out_dir: Path) -> list[Path]:
     shots = []
     for study, shown in wanted.items():
         outcomes = _outcomes(studies_dir, study)
-        with serving_dashboard(studies_dir, study) as url, chromium_page() as page:
+        with dashboard_server(studies_dir, study) as url, chromium_page() as page:
             page.set_viewport_size(DASHBOARD_VIEWPORT)
             for name, kinds in shown.items():
                 number = next(n for n, outcome in outcomes.items() if outcome in kinds)
@@ -124,33 +128,6 @@ def _outcomes(studies_dir: Path, study: str) -> dict[int, str | None]:
 
     loaded = optuna.load_study(study_name=study, storage=default_storage(study, studies_dir))
     return {t.number: t.user_attrs.get("outcome") for t in loaded.trials}
-
-
-@contextlib.contextmanager
-def serving_dashboard(studies_dir: Path, study: str) -> Iterator[str]:
-    """`autotune dashboard` on ``study``, in its own session (its process group killed at the end); yields its URL."""
-    from autotune.server import free_port
-
-    port = free_port()
-    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies_dir)}
-    process = subprocess.Popen([sys.executable, "-m", "autotune", "dashboard", "--study", study, "--port", str(port)],
-                               cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"autotune dashboard --study {study} did not start")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/dashboard"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def main(argv: list[str]) -> None:

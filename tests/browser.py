@@ -1,12 +1,23 @@
-"""Headless Chromium (Debian's package) driven by Playwright, for tests that must see a page as a user does."""
+"""Headless Chromium (Debian's package) driven by Playwright, for tests that must see a page as a user does, and
+`autotune dashboard` served for it (also used by scripts/screenshots.py, hence without pytest)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parent.parent
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -27,3 +38,39 @@ def chromium_page() -> Iterator[tuple[object, list[str]]]:
             yield page, errors
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def dashboard_server(studies_dir: Path, study: str, timeout_s: float = 60.0) -> Iterator[str]:
+    """`autotune dashboard` on ``study`` of ``studies_dir``, in its own session (its process group stopped at the end);
+    yields its URL once it listens.
+
+    Raises:
+        RuntimeError: it exited or did not listen within ``timeout_s`` (with what it printed).
+    """
+    from autotune.server import free_port
+
+    port = free_port()
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies_dir)}
+    with tempfile.TemporaryFile() as output:  # a file, not a pipe: a chatty server never blocks on a full pipe
+        process = subprocess.Popen([sys.executable, "-m", "autotune", "dashboard", "--study", study, "--port", str(port)],
+                                   cwd=REPO, env=env, start_new_session=True, stdout=output,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not _listening(port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    output.seek(0)
+                    printed = output.read().decode(errors="replace")
+                    raise RuntimeError(f"autotune dashboard --study {study} did not start: {printed}")
+                time.sleep(0.2)
+            yield f"http://127.0.0.1:{port}/dashboard"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -5,45 +5,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
 import pytest
 
-from autotune.server import free_port
 from autotune.study import default_storage
-from tests.browser import chromium_page
+from tests.browser import chromium_page, dashboard_server
 from tests.conftest import REPO
 from tests.study.outcome_study import CRASH_LINE, NAME, outcome_study
 
 
 @contextlib.contextmanager
 def serving(studies: Path, study: str) -> Iterator[str]:
-    """`autotune dashboard` on ``study`` in ``studies``, in its own session; yields its URL."""
+    """`autotune dashboard` on ``study`` in ``studies``; yields its URL."""
     pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (the dashboard extra)")
-    port = free_port()
-    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
-    process = subprocess.Popen([sys.executable, "-m", "autotune", "dashboard", "--study", study, "--port", str(port)],
-                               cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None, process.stdout.read().decode()
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/dashboard"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+    with dashboard_server(studies, study, timeout_s=30) as url:
+        yield url
 
 
 @pytest.fixture
