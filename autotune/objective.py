@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -149,7 +150,8 @@ class Objective:
             return self._infeasible(trial, FailureKind.REJECTED, f"rejected by 'worker_gpus': needs {needed} GPUs, "
                                     f"the worker has {len(pool.gpus)} (--gpus {','.join(pool.gpus)})")  # fmt: skip
         # waiting for GPUs is not the trial's cost: its clock starts once it holds them
-        with pool.lease(needed) if pool is not None else contextlib.nullcontext() as gpus:
+        lease = pool.lease(needed, self._typical_trial_s(trial)) if pool is not None else contextlib.nullcontext()
+        with lease as gpus:
             if gpus is not None:
                 trial.set_user_attr("gpus", list(gpus))
             return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), engine, cap, gpus)
@@ -319,6 +321,12 @@ class Objective:
         """The study's best feasible trial so far (single-objective studies only)."""
         best = best_of(trial.study.get_trials(deepcopy=False), self.metrics[0].direction == "maximize")
         return best if len(self.metrics) == 1 else None
+
+    def _typical_trial_s(self, trial: optuna.Trial) -> float | None:
+        """The median wall time of the study's completed launches so far (None before the first)."""
+        completed = trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        lengths = [t.user_attrs["trial_s"] for t in completed if "trial_s" in t.user_attrs]
+        return statistics.median(lengths) if lengths else None
 
     def _node_minutes(self, served: bool, benchmarks: int, wall_s: float) -> float:
         """What the trial cost: its wall time on a real engine; the space's virtual costs on the simulator."""

@@ -50,6 +50,7 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 _READY_ATTR, _BUDGET_ATTR = "autotune_slots_ready", "autotune_n_trials"
 _READY_WAIT_S = 60.0
+_IDLE_POLL_S = 1.0  # how often a worker with no slot left looks whether the trials still running have ended
 _PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
 _CREATE_ATTEMPTS = 5
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which `study run` process ran a trial
@@ -224,11 +225,15 @@ def study_budget(study: optuna.Study) -> int:
 
 def _top_up(study: optuna.Study, n_trials: int) -> None:
     """A later run that asks for more trials than the study's budget adds the difference as slots."""
-    budget = study_budget(study)
-    for _ in range(max(0, n_trials - budget)):
-        study.enqueue_trial({}, user_attrs={"slot": True})
-    if n_trials > budget:
-        study.set_user_attr(_BUDGET_ATTR, n_trials)
+    add_slots(study, [{}] * max(0, n_trials - study_budget(study)))
+
+
+def add_slots(study: optuna.Study, params: list[dict]) -> None:
+    """Add slots to the study's budget, each with the parameters given (``{}``: the sampler's choice)."""
+    for fixed in params:
+        study.enqueue_trial(fixed, user_attrs={"slot": True})
+    if params:
+        study.set_user_attr(_BUDGET_ATTR, study_budget(study) + len(params))
 
 
 @contextlib.contextmanager
@@ -328,18 +333,12 @@ def run_trials(prepared: PreparedStudy,
                 break
             with slot_lock(options.storage, options.name, options.studies_dir):
                 optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
-                waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-                if waiting and options.heartbeat_s:
-                    # the slot ask() pops (the oldest) gets its heartbeat before it is RUNNING: a worker killed in
-                    # between would otherwise leave a RUNNING trial that never goes stale, and the study would hang
-                    prepared.storage.record_heartbeat(min(t._trial_id for t in waiting))
-                trial = study.ask() if waiting else None
-                if trial is not None and options.heartbeat_s:
-                    prepared.storage.record_heartbeat(trial._trial_id)  # at once: its heartbeat starts now
+                trial = _pop_slot(study, prepared.storage, options.heartbeat_s)
             if trial is None:
                 # no slot left; a trial still running elsewhere may yet go stale and come back to be retried
                 if options.heartbeat_s and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                    time.sleep(options.heartbeat_s)
+                    # looked at often: the study ends when its last trial does, not up to a heartbeat later
+                    time.sleep(min(options.heartbeat_s, _IDLE_POLL_S))
                     continue
                 break
             trial.set_user_attr("worker", WORKER)
@@ -351,6 +350,22 @@ def run_trials(prepared: PreparedStudy,
     finally:
         signal.signal(signal.SIGTERM, previous)
     return study
+
+
+def _pop_slot(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbeat_s: int) -> optuna.Trial | None:
+    """The study's oldest slot as this worker's RUNNING trial, or None when no slot is left; called under the slot
+    lock (``study.ask()`` would make a trial beyond the budget when none is left, so it cannot be called blind).
+
+    What ``ask()`` does, with one read of the slots instead of two: the lock is held by one worker at a time, and
+    that read, of every slot left, is most of what it holds it for. The slot's heartbeat is recorded before it is
+    RUNNING: a worker killed in between would otherwise leave a RUNNING trial that never goes stale."""
+    # read through the study (its cached storage, which the trial's suggestions go through, must know the trial)
+    for slot in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):  # oldest first, as ask() pops
+        if heartbeat_s:
+            storage.record_heartbeat(slot._trial_id)
+        if storage.set_trial_state_values(slot._trial_id, state=TrialState.RUNNING):  # False: popped elsewhere
+            return optuna.Trial(study, slot._trial_id)  # as ask() makes it: the sampler's before_trial runs here
+    return None
 
 
 def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers: int,

@@ -1,27 +1,51 @@
 """GPU slots: the same study one trial at a time, and with `--gpus` on 8 (fake) GPUs, trials at once on disjoint GPUs.
 
 The engine is the scripted one (it sleeps a known start-up time, then serves a small benchmark); configurations need
-1, 2, 4 or 8 GPUs (tp), sampled at random with one seed, so both runs try the same configurations. nvidia-smi is
-faked on PATH (8 idle GPUs). Prints the wall time of each run and the ratio (slots / one at a time), and checks from
-the engines' own records that no two concurrent engines shared a GPU.
+1, 2, 4 or 8 GPUs (tp): every configuration of tp 1/2/4/8 x max_num_seqs 2/4/8/16 x dtype float32/bfloat16, in an
+order shuffled with the seed, enqueued as the slots of both studies, so both runs launch the same 32 configurations
+in the same order (a sampler's choices would differ between one worker and eight). nvidia-smi is faked on PATH
+(8 idle GPUs). Prints the wall time of each run and the ratio (slots / one at a time), checks from the engines' own
+records that no two concurrent engines shared a GPU, and says where the slots run's time went.
 
-    .venv/bin/python benchmarks/gpu_slots.py [--trials 16] [--startup-s 6]
+    .venv/bin/python benchmarks/gpu_slots.py [--startup-s 15] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import optuna
 import yaml
+
+from autotune.spacefile import load_space
+from autotune.study import RunOptions, add_slots, create_or_load, default_storage, open_storage
 
 REPO = Path(__file__).resolve().parents[1]
 GPUS = 8
+TP, MAX_NUM_SEQS, DTYPES = [1, 2, 4, 8], [2, 4, 8, 16], ["float32", "bfloat16"]
+
+
+def configurations(seed: int) -> list[dict]:
+    every = [dict(zip(("tp", "max_num_seqs", "dtype"), values, strict=True))
+             for values in itertools.product(TP, MAX_NUM_SEQS, DTYPES)]  # fmt: skip
+    random.Random(seed).shuffle(every)
+    return every
+
+
+def make_study(space_path: Path, name: str, studies_dir: Path, seed: int) -> int:
+    """The study, made before `study run` with the configurations as its slots: how many trials it has."""
+    options = RunOptions(name, default_storage(name, studies_dir), studies_dir, n_trials=0)
+    study = create_or_load(load_space(space_path), space_path, options, open_storage(options.storage))
+    add_slots(study, configurations(seed))
+    return len(study.trials)
 
 
 def space(root: Path, startup_s: float, record: Path) -> Path:
@@ -30,15 +54,16 @@ def space(root: Path, startup_s: float, record: Path) -> Path:
     spec["hardware"] = {"gpus": GPUS}
     spec["startup_timeout_s"] = startup_s + 60
     spec["search"] = {"sampler": "random", "prior": "none"}
-    spec["params"] = {"tp": {"choices": [1, 2, 4, 8], "default": 1}, "max_num_seqs": {"choices": [2, 8, 32], "default": 2},
-                      "dtype": {"choices": ["float32", "bfloat16"], "default": "bfloat16"}}  # fmt: skip
+    spec["params"] = {"tp": {"choices": TP, "default": 1}, "max_num_seqs": {"choices": MAX_NUM_SEQS, "default": 2},
+                      "dtype": {"choices": DTYPES, "default": "bfloat16"}}  # fmt: skip
     spec["workload"] |= {"path": str(REPO / "tests" / "study" / "prompts.jsonl"), "num_prompts": 8}
     path = root / "space.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
 
 
-def run(root: Path, name: str, trials: int, startup_s: float, gpus: str | None) -> tuple[float, Path]:
+def run(root: Path, name: str, seed: int, startup_s: float, gpus: str | None) -> tuple[float, float, Path]:
+    """The run's wall time, the clock time it started at, and its engines' record."""
     record = root / f"{name}.launches"
     tool = root / "bin" / "nvidia-smi"
     tool.parent.mkdir(exist_ok=True)
@@ -48,14 +73,16 @@ def run(root: Path, name: str, trials: int, startup_s: float, gpus: str | None) 
         "AUTOTUNE_STUDIES_DIR": str(root / name),
         "PATH": f"{tool.parent}{os.pathsep}{os.environ['PATH']}",
     }
-    argv = [sys.executable, "-m", "autotune", "study", "run", str(space(root, startup_s, record)), "--study", name,
-            "--n-trials", str(trials), "--seed", "7", "--executable", f"{sys.executable} -m autotune.bench.scripted",
+    space_path = space(root, startup_s, record)
+    trials = make_study(space_path, name, root / name, seed)
+    argv = [sys.executable, "-m", "autotune", "study", "run", str(space_path), "--study", name,
+            "--n-trials", str(trials), "--executable", f"{sys.executable} -m autotune.bench.scripted",
             *(["--gpus", gpus] if gpus else [])]  # fmt: skip
-    started = time.monotonic()
+    started, clock = time.monotonic(), time.time()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{name}: study run failed: {done.stderr}")
-    return time.monotonic() - started, record
+    return time.monotonic() - started, clock, record
 
 
 def spans(record: Path) -> list[dict]:
@@ -77,24 +104,22 @@ def shared_gpu(record: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=16)
-    parser.add_argument("--startup-s", type=float, default=6.0)
+    parser.add_argument("--startup-s", type=float, default=15.0)
+    parser.add_argument("--seed", type=int, default=0, help="the order of the configurations")
     args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        alone_s, alone = run(root, "one-at-a-time", args.trials, args.startup_s, None)
-        slots_s, slots = run(root, "slots", args.trials, args.startup_s, "auto")
+        alone_s, _, alone = run(root, "one-at-a-time", args.seed, args.startup_s, None)
+        slots_s, slots_clock, slots = run(root, "slots", args.seed, args.startup_s, "auto")
         alone_runs, slots_runs = spans(alone), spans(slots)
-        print(
-            f"{args.trials} trials, engines start in {args.startup_s:g} s, configurations need 1/2/4/8 of {GPUS} GPUs"
-        )
+        print(f"the same {len(configurations(args.seed))} configurations in both runs (order seed {args.seed}), engines "
+              f"start in {args.startup_s:g} s, they need 1/2/4/8 of {GPUS} GPUs")  # fmt: skip
         for label, wall, runs in (("one at a time", alone_s, alone_runs), ("--gpus auto", slots_s, slots_runs)):
-            print(f"{label:>13}: {wall:6.1f} s, {len(runs)} launches ({wall / len(runs):.2f} s per launch), GPUs per "
-                  f"launch {sorted(len(r['gpus']) for r in runs)}")  # fmt: skip
+            print(f"{label:>13}: {wall:6.1f} s, {len(runs)} launches ({wall / len(runs):.2f} s per launch)")
+        print(f"GPUs per launch of the slots run: {sorted(len(r['gpus']) for r in slots_runs)}")
         print(f"engines of the slots run that shared a GPU while running: {shared_gpu(slots)}")
         print(f"ratio of wall times (slots / one at a time): {slots_s / alone_s:.2f}")
-        # the runs sample different configurations (one seed per worker; duplicates are not launched): per launch
-        print(f"ratio per launch: {(slots_s / len(slots_runs)) / (alone_s / len(alone_runs)):.2f}")
         # the best any packing could do with the slots run's launches: their GPU-seconds spread over every GPU,
         # against the same launches one after another
         busy = sum(len(r["gpus"]) * (r["stop"] - r["start"]) for r in slots_runs) / GPUS
@@ -102,6 +127,12 @@ def main() -> None:
         print(
             f"packing bound of the slots run's launches (GPU-seconds / {GPUS} over engine-seconds): {busy / serial:.2f}"
         )
+        # where the rest of the slots run's wall time went: before its first engine, after its last, and GPUs idle
+        # in between (waiting for a large trial's GPUs to drain, or for the tuner)
+        first = min(r["start"] for r in slots_runs) - slots_clock
+        last = slots_clock + slots_s - max(r["stop"] for r in slots_runs)
+        print(f"slots run: first engine after {first:.1f} s, {last:.1f} s after the last one stopped; GPUs busy "
+              f"{busy / (slots_s - first - last):.0%} of the time in between")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def test_leases_are_disjoint_and_a_larger_one_waits_for_enough(tmp_path) -> None
 
 @pytest.mark.parametrize(("patience_s", "passes"), [(30.0, True), (0.0, False)])
 def test_a_smaller_trial_passes_a_waiting_one_only_within_its_patience(tmp_path, monkeypatch, patience_s, passes):
-    monkeypatch.setattr(gpus, "_PATIENCE_S", patience_s)
+    monkeypatch.setattr(gpus, "_MIN_PATIENCE_S", patience_s)
     pool = GpuPool(("0", "1"), tmp_path)
     order: list[str] = []
     with pool.lease(1):  # one GPU busy: the 2-GPU trial must wait
@@ -43,6 +43,52 @@ def test_a_smaller_trial_passes_a_waiting_one_only_within_its_patience(tmp_path,
     big.join(timeout=10)
     small.join(timeout=10)
     assert sorted(order) == ["big", "small"]
+
+
+def test_a_smaller_waiting_trial_steps_aside_for_a_larger_one_that_fits(tmp_path) -> None:
+    pool = GpuPool(("0", "1"), tmp_path)
+    order: list[str] = []
+    with pool.lease(2):  # every GPU busy: both wait, the small one first
+        small = threading.Thread(target=lambda: (_hold(pool, 1), order.append("small")))
+        small.start()
+        time.sleep(0.5)
+        big = threading.Thread(target=lambda: (_hold(pool, 2, seconds=1.0), order.append("big")))
+        big.start()
+        time.sleep(0.5)
+    small.join(timeout=10)
+    big.join(timeout=10)
+    assert order == ["big", "small"]  # the free GPUs went to the larger trial that fits them
+    assert not list(tmp_path.glob("waiting-*"))  # no trial is left registered as waiting
+
+
+def test_a_dead_waiters_registration_is_ignored(tmp_path) -> None:
+    (tmp_path / "waiting-dead").write_text("2")  # left by a worker killed while it waited: unlocked
+    pool = GpuPool(("0", "1"), tmp_path)
+    with pool.lease(1) as leased:
+        assert len(leased) == 1
+    assert not (tmp_path / "waiting-dead").exists()
+
+
+def test_patience_grows_with_the_studys_trial_length(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(gpus, "_MIN_PATIENCE_S", 0.0)
+    pool = GpuPool(("0", "1"), tmp_path)
+    order: list[str] = []
+    with pool.lease(1):  # the 2-GPU trial waits; trials take 10 s: it lets the small one pass for 40 s
+        big = threading.Thread(target=lambda: (_hold_typical(pool, 2, 10.0), order.append("big")))
+        big.start()
+        time.sleep(0.5)
+        small = threading.Thread(target=lambda: (_hold(pool, 1), order.append("small")))
+        small.start()
+        small.join(timeout=5)
+        assert order == ["small"]
+    big.join(timeout=10)
+    assert order == ["small", "big"]
+
+
+def _hold_typical(pool: GpuPool, count: int, typical_trial_s: float) -> tuple[str, ...]:
+    with pool.lease(count, typical_trial_s) as leased:
+        time.sleep(0.2)
+        return leased
 
 
 def _hold(pool: GpuPool, count: int, seconds: float = 0.2) -> tuple[str, ...]:
