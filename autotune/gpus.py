@@ -4,11 +4,12 @@ from every other trial's, and its engine sees only those (``CUDA_VISIBLE_DEVICES
 Leases are ``flock`` locks on one file per GPU in a directory of the node, so they work across the worker processes
 of a node and are released by the kernel when a worker dies, even by SIGKILL: a dead worker's GPUs are never lost.
 
-Who gets free GPUs: the largest waiting trial that fits them (a smaller one steps aside for it: the node packs its
-trials like bins, large first). A trial too large for the free GPUs lets smaller ones take them for its patience
-(a few of the study's typical trial lengths, so the node is not left idle behind it); then it holds the node's
-queue lock, so that no later trial takes the GPUs it waits for one by one: it starts as soon as the running ones
-end, and cannot starve. An 8-GPU trial never starts beside another.
+Who gets free GPUs: the largest waiting trial that fits them, or will as soon as leases about a typical trial long
+end (a smaller one steps aside for it: the node packs its trials like bins, large first, and a small trial does not
+take a GPU of a node that is about to be empty for a large one). A trial too large for the free GPUs lets smaller
+ones take them for its patience (a few of the study's typical trial lengths, so the node is not left idle behind
+it); then it holds the node's queue lock, so that no later trial takes the GPUs it waits for one by one: it starts
+as soon as the running ones end, and cannot starve. An 8-GPU trial never starts beside another.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from autotune.server import gpu_memory_used
 
 _WAIT_POLL_S = 0.2
 # How long a trial waiting for GPUs lets smaller trials take free ones before it holds the node's queue, in the
-# study's typical trial lengths (at least _MIN_PATIENCE_S): holding the queue at once idles the GPUs that free up
-# while the running trials drain; waiting a few trial lengths lets large trials gather and drain the node once.
-# Measured on a simulated node (8 GPUs, trials of 1/2/4/8 uniformly, equal lengths): 0.58 of the one-at-a-time
-# wall time when the queue is held at once, 0.50-0.51 with 4 lengths (the packing bound is 0.47).
-_PATIENCE_TRIALS = 4
+# study's typical trial lengths (at least _MIN_PATIENCE_S): holding the queue idles the GPUs that free up while the
+# running trials drain, so the longer large trials let others pass, the fewer drains (large trials gather and run
+# when the node empties). On a simulated node (benchmarks/gpu_packing_sim.py: 8 GPUs, 12 workers, 32 trials of
+# 1/2/4/8 GPUs, equal lengths) the wall time is 0.56 of one at a time when the queue is held at once, 0.52 after 4
+# lengths and 0.48 after 8 (the packing bound is 0.47).
+_PATIENCE_TRIALS = 8
 _MIN_PATIENCE_S = 60.0
+_ENDING_FRACTION = 0.1
 
 
 def parse_gpus(spec: str) -> tuple[str, ...]:
@@ -70,7 +73,7 @@ class GpuPool:
         with self._waiting(count):
             while held is None and time.monotonic() - waiting_since < patience_s:  # smaller trials may pass
                 with _locked(self.lock_dir / "queue.lock"):
-                    held = self._take(count, step_aside=True)
+                    held = self._take(count, typical_trial_s, step_aside=True)
                 if held is None:
                     time.sleep(_WAIT_POLL_S)
             if held is None:
@@ -85,24 +88,33 @@ class GpuPool:
             for _, handle in held:
                 handle.close()  # closing the file releases its lock
 
-    def _take(self, count: int, step_aside: bool = False) -> list[tuple[str, object]] | None:
+    def _take(self, count: int, typical_trial_s: float | None = None,
+              step_aside: bool = False) -> list[tuple[str, object]] | None:  # fmt: skip
         """``count`` free GPUs, locked, or None (and nothing held) when fewer are free, or, with ``step_aside``,
-        when a larger waiting trial fits the free GPUs (it takes them at its next poll)."""
-        held = []
+        when taking them would keep a larger waiting trial from GPUs that are free or about to be (it takes them at
+        its next poll). About to be: held by a lease as old as a typical trial, give or take _ENDING_FRACTION of
+        one (a small trial that took a GPU as the node drains would idle the rest for a whole trial)."""
+        held, ending = [], 0
         for gpu in self.gpus:
-            handle = (self.lock_dir / f"gpu-{gpu}.lock").open("w")
+            handle = (self.lock_dir / f"gpu-{gpu}.lock").open("a+")  # not "w": the holder's start time stays
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                ending += step_aside and _about_to_end(handle, typical_trial_s)
                 handle.close()
                 continue
             held.append((gpu, handle))
             if len(held) == count and not step_aside:
                 break
         free = len(held)
-        if free >= count and not (step_aside and any(count < size <= free for size in self._waiting_sizes())):
+        if free >= count and not (step_aside and any(count < size <= free + ending and size > free - count + ending
+                                                     for size in self._waiting_sizes())):  # fmt: skip
             for _, handle in held[count:]:
                 handle.close()
+            for _, handle in held[:count]:
+                handle.truncate(0)
+                handle.write(f"{time.time():.3f}")  # when this lease started, for the others' estimate above
+                handle.flush()
             return held[:count]
         for _, handle in held:
             handle.close()
@@ -136,6 +148,18 @@ class GpuPool:
                     continue
                 path.unlink(missing_ok=True)  # unlocked: its worker died while it waited
         return sizes
+
+
+def _about_to_end(handle, typical_trial_s: float | None) -> bool:
+    """Whether the lease whose GPU lock file this is has run about a typical trial's length."""
+    if not typical_trial_s:
+        return False
+    handle.seek(0)
+    try:
+        age = time.time() - float(handle.read())
+    except ValueError:  # taken by an older autotune, or being written
+        return False
+    return abs(age - typical_trial_s) <= _ENDING_FRACTION * typical_trial_s
 
 
 @contextlib.contextmanager

@@ -434,16 +434,19 @@ def _node_worker(space: SearchSpace, space_path: Path, options: RunOptions, pare
 
 
 def concurrent_trials(space: SearchSpace, gpus: tuple[str, ...], executables: dict | None = None) -> int:
-    """How many trials can run at once on ``gpus``: as many as the space's smallest launch fits (1 when the space is
-    too large to enumerate; then trials that need more simply wait for their GPUs)."""
-    smallest = len(gpus)
+    """How many workers run trials at once on ``gpus``: as many as the space's smallest launch fits, and half as
+    many again where launches differ in size (1 when the space is too large to enumerate; then trials that need more
+    simply wait for their GPUs). The extra ones keep the GPUs busy while larger trials wait for enough of them:
+    on a simulated node (benchmarks/gpu_packing_sim.py, 32 trials of 1/2/4/8 GPUs) 0.48 of the one-at-a-time wall
+    time against 0.50 without them; they only wait (their trials count as running for the constant liar)."""
+    sizes = set()
     for name in space.engines:
         if space.launch_size(name) > ENUMERATION_LIMIT:
             return len(gpus)
         engine = engine_for(space, name, executables)
-        for point in space.enumerate(name, launches_only=True):
-            smallest = min(smallest, max(1, engine.gpus_used(point.server)))
-    return max(1, len(gpus) // smallest)
+        sizes |= {max(1, engine.gpus_used(point.server)) for point in space.enumerate(name, launches_only=True)}
+    fits = max(1, len(gpus) // min(sizes | {len(gpus)}))
+    return fits + fits // 2 if len({size for size in sizes if size <= len(gpus)}) > 1 else fits
 
 
 def _refuse_all_infeasible(space: SearchSpace) -> None:

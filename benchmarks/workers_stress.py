@@ -26,7 +26,8 @@ picked among all would mostly be one waiting for the slot lock, with no trial to
   time (a finished trial measures during its last ``trial_s``, a killed one from its start until its worker died).
 
 Coordination overhead per trial: each worker is autotune's CLI (``autotune.cli.main``, what ``python -m autotune``
-runs) with timers wrapped around ``autotune.study.slot_lock``, ``Study.ask``, ``Study.tell``, the objective and every
+runs) with timers wrapped around ``autotune.study.slot_lock``, the ask (``autotune.study._pop_slot``: the oldest slot
+popped, as ``Study.ask`` would, with one read of the slots), ``Study.tell``, the objective and every
 RDBStorage method, one JSON line per trial. Overhead = the worker's wall time per trial (end of one trial to the end
 of the next) minus the objective: the lock wait, the lock held (the check for a WAITING slot, the ask that pops it,
 the first heartbeat), the tell, the stale-trial check and the progress line. The sampler is not in the ask: Optuna 5
@@ -147,7 +148,7 @@ def run_worker(argv: list[str]) -> None:
     timer = _Timer((Path(os.environ[TIMINGS_ENV]) / f"{os.getpid()}.jsonl").open("a"))
     study_module.slot_lock = timer.lock(study_module.slot_lock)
     study_module._run_trial = timer.trial(study_module._run_trial)
-    optuna.study.Study.ask = timer.wrap("ask", optuna.study.Study.ask)
+    study_module._pop_slot = timer.wrap("ask", study_module._pop_slot)  # autotune's ask: it pops the oldest slot
     optuna.study.Study.tell = timer.wrap("tell", optuna.study.Study.tell)
     Objective.__call__ = timer.wrap("objective", Objective.__call__)
     rdb = optuna.storages.RDBStorage

@@ -61,6 +61,24 @@ def test_a_smaller_waiting_trial_steps_aside_for_a_larger_one_that_fits(tmp_path
     assert not list(tmp_path.glob("waiting-*"))  # no trial is left registered as waiting
 
 
+def test_a_smaller_trial_steps_aside_when_a_larger_ones_gpus_are_about_to_be_free(tmp_path) -> None:
+    pool = GpuPool(("0", "1"), tmp_path)
+    order: list[str] = []
+    with pool.lease(1) as (held,):
+        # this lease has run as long as the study's trials take (30 s, give or take 3): its GPU is about to be free
+        (tmp_path / f"gpu-{held}.lock").write_text(f"{time.time() - 30.0:.3f}")
+        big = threading.Thread(target=lambda: (_hold_typical(pool, 2, 30.0), order.append("big")))
+        big.start()
+        time.sleep(0.5)
+        small = threading.Thread(target=lambda: (_hold_typical(pool, 1, 30.0), order.append("small")))
+        small.start()
+        time.sleep(1.0)
+        assert order == []  # the free GPU was left for the 2-GPU trial, which starts as the lease ends
+    big.join(timeout=10)
+    small.join(timeout=10)
+    assert order == ["big", "small"]
+
+
 def test_a_dead_waiters_registration_is_ignored(tmp_path) -> None:
     (tmp_path / "waiting-dead").write_text("2")  # left by a worker killed while it waited: unlocked
     pool = GpuPool(("0", "1"), tmp_path)

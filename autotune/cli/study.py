@@ -114,7 +114,7 @@ def run(
             bar.update(task, total=study_budget(study), completed=done, best=best)
 
         if workers > 1:
-            console.print(f"{workers} trials at once on GPUs {','.join(options.gpus)}")
+            console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
             result = run_node(space, space_file, options, workers, _print_trial, on_progress)
         else:
             result = run_trials(prepare_study(space, space_file, options),

@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 
 from autotune.server import group_alive
+from autotune.spacefile import load_space
+from autotune.study import concurrent_trials
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
@@ -31,12 +33,12 @@ def fake_nvidia_smi(tmp_path: Path) -> dict:
     return {"PATH": f"{tool.parent}{os.pathsep}{os.environ['PATH']}"}
 
 
-def slots_space(tmp_path: Path, startup_s: float = 1.0) -> tuple[Path, Path]:
+def slots_space(tmp_path: Path, startup_s: float = 1.0, tp: tuple[int, ...] = (1, 2, 4, 8)) -> tuple[Path, Path]:
     """Configurations that need 1, 2, 4 or 8 GPUs (tp), sampled at random; each launch records itself."""
     record = tmp_path / "launches.txt"
     env = {"SCRIPTED_STARTUP_S": str(startup_s), "SCRIPTED_RECORD": str(record)}
     path = write_space(tmp_path, env=env, hardware={"gpus": GPUS}, search={"sampler": "random", "prior": "none"},
-                       params={"tp": {"choices": [1, 2, 4, 8], "default": 1},
+                       params={"tp": {"choices": list(tp), "default": 1},
                                "max_num_seqs": {"choices": [2, 8, 32], "default": 2}})  # fmt: skip
     space = yaml.safe_load(path.read_text())
     space["workload"]["num_prompts"] = 8
@@ -62,7 +64,7 @@ def test_concurrent_trials_never_share_a_gpu_and_an_8_gpu_trial_runs_alone(tmp_p
     done = autotune("study", "run", str(space), "--n-trials", "14", "--seed", "1", "--gpus", "auto",
                     "--executable", ENGINE, studies=studies, env_extra=fake_nvidia_smi(tmp_path))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "8 trials at once on GPUs 0,1,2,3,4,5,6,7" in done.stderr
+    assert "12 workers on GPUs 0,1,2,3,4,5,6,7" in done.stderr  # 8 of 1 GPU fit, and half as many again
     trials = [t for t in show("scripted", studies)["trials"] if t["launched"]]
     runs = launches(record)
     assert len(runs) == len(trials) and all(run["stop"] for run in runs.values())
@@ -83,8 +85,19 @@ def test_concurrent_trials_never_share_a_gpu_and_an_8_gpu_trial_runs_alone(tmp_p
     assert "GPUs" in listing
 
 
+def test_a_node_runs_extra_workers_only_where_launches_differ_in_size(tmp_path) -> None:
+    mixed, _ = slots_space(tmp_path)
+    assert concurrent_trials(load_space(mixed), tuple("01234567")) == 12  # 8 of 1 GPU fit; 4 wait meanwhile
+    space = yaml.safe_load(mixed.read_text())
+    space["params"]["tp"] = {"choices": [2], "default": 2}
+    mixed.write_text(yaml.safe_dump(space))
+    assert concurrent_trials(load_space(mixed), tuple("01234567")) == 4  # every launch needs 2: no one would wait
+
+
 def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_run(tmp_path, studies) -> None:
-    space, record = slots_space(tmp_path, startup_s=8)  # engines that are still starting when the tuner dies
+    # engines that are still starting when the tuner dies; small ones, so that several run at once (an 8-GPU trial,
+    # which the largest-first leases may start first, would run alone)
+    space, record = slots_space(tmp_path, startup_s=8, tp=(1, 2))
     try:
         _kill_and_resume(space, studies, tmp_path)
     finally:  # whatever failed above: no engine of this test outlives it
