@@ -60,6 +60,7 @@ class GpuPool:
 
     def __init__(self, gpus: tuple[str, ...], lock_dir: Path) -> None:
         self.gpus, self.lock_dir = gpus, lock_dir
+        self.queue_lock = lock_dir / "queue.lock"  # held to take GPUs: one trial at a time looks and takes
         lock_dir.mkdir(parents=True, exist_ok=True)
 
     @contextlib.contextmanager
@@ -72,12 +73,12 @@ class GpuPool:
         held, waiting_since = None, time.monotonic()
         with self._waiting(count):
             while held is None and time.monotonic() - waiting_since < patience_s:  # smaller trials may pass
-                with _locked(self.lock_dir / "queue.lock"):
+                with _locked(self.queue_lock):
                     held = self._take(count, typical_trial_s, step_aside=True)
                 if held is None:
                     time.sleep(_WAIT_POLL_S)
             if held is None:
-                with _locked(self.lock_dir / "queue.lock"):  # then no trial starts before this one: it cannot starve
+                with _locked(self.queue_lock):  # then no trial starts before this one: it cannot starve
                     held = self._take(count)
                     while held is None:
                         time.sleep(_WAIT_POLL_S)
@@ -100,15 +101,15 @@ class GpuPool:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                ending += step_aside and _about_to_end(handle, typical_trial_s)
+                if step_aside and _about_to_end(handle, typical_trial_s):
+                    ending += 1
                 handle.close()
                 continue
             held.append((gpu, handle))
             if len(held) == count and not step_aside:
                 break
         free = len(held)
-        if free >= count and not (step_aside and any(count < size <= free + ending and size > free - count + ending
-                                                     for size in self._waiting_sizes())):  # fmt: skip
+        if free >= count and not (step_aside and self._keeps_a_larger_one_waiting(count, free + ending)):
             for _, handle in held[count:]:
                 handle.close()
             for _, handle in held[:count]:
@@ -120,12 +121,17 @@ class GpuPool:
             handle.close()
         return None
 
+    def _keeps_a_larger_one_waiting(self, count: int, soon_free: int) -> bool:
+        """Whether taking ``count`` of the ``soon_free`` GPUs (free or about to be) would leave too few for a larger
+        waiting trial that they would fit."""
+        return any(count < size <= soon_free < size + count for size in self._waiting_sizes())
+
     @contextlib.contextmanager
     def _waiting(self, count: int) -> Iterator[None]:
         """This trial is waiting for ``count`` GPUs: a file holding the count, locked while it waits (a dead
         worker's file is unlocked, and ignored)."""
         path = self.lock_dir / f"waiting-{uuid.uuid4().hex}"
-        with _locked(self.lock_dir / "queue.lock"):  # readers hold it too: none sees the file before it is locked
+        with _locked(self.queue_lock):  # readers hold it too: none sees the file before it is locked
             handle = path.open("w")
             fcntl.flock(handle, fcntl.LOCK_EX)
             handle.write(str(count))

@@ -435,8 +435,8 @@ def _node_worker(space: SearchSpace, space_path: Path, options: RunOptions, pare
 
 def concurrent_trials(space: SearchSpace, gpus: tuple[str, ...], executables: dict | None = None) -> int:
     """How many workers run trials at once on ``gpus``: as many as the space's smallest launch fits, and half as
-    many again where launches differ in size (1 when the space is too large to enumerate; then trials that need more
-    simply wait for their GPUs). The extra ones keep the GPUs busy while larger trials wait for enough of them:
+    many again where launches differ in size (one per GPU when the space is too large to enumerate; then trials that
+    need more simply wait for their GPUs). The extra ones keep the GPUs busy while larger trials wait for enough of them:
     on a simulated node (benchmarks/gpu_packing_sim.py, 32 trials of 1/2/4/8 GPUs) 0.48 of the one-at-a-time wall
     time against 0.50 without them; they only wait (their trials count as running for the constant liar)."""
     sizes = set()

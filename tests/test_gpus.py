@@ -67,10 +67,10 @@ def test_a_smaller_trial_steps_aside_when_a_larger_ones_gpus_are_about_to_be_fre
     with pool.lease(1) as (held,):
         # this lease has run as long as the study's trials take (30 s, give or take 3): its GPU is about to be free
         (tmp_path / f"gpu-{held}.lock").write_text(f"{time.time() - 30.0:.3f}")
-        big = threading.Thread(target=lambda: (_hold_typical(pool, 2, 30.0), order.append("big")))
+        big = threading.Thread(target=lambda: (_hold(pool, 2, typical_trial_s=30.0), order.append("big")))
         big.start()
         time.sleep(0.5)
-        small = threading.Thread(target=lambda: (_hold_typical(pool, 1, 30.0), order.append("small")))
+        small = threading.Thread(target=lambda: (_hold(pool, 1, typical_trial_s=30.0), order.append("small")))
         small.start()
         time.sleep(1.0)
         assert order == []  # the free GPU was left for the 2-GPU trial, which starts as the lease ends
@@ -92,7 +92,7 @@ def test_patience_grows_with_the_studys_trial_length(tmp_path, monkeypatch) -> N
     pool = GpuPool(("0", "1"), tmp_path)
     order: list[str] = []
     with pool.lease(1):  # the 2-GPU trial waits; trials take 10 s: it lets the small one pass for 40 s
-        big = threading.Thread(target=lambda: (_hold_typical(pool, 2, 10.0), order.append("big")))
+        big = threading.Thread(target=lambda: (_hold(pool, 2, typical_trial_s=10.0), order.append("big")))
         big.start()
         time.sleep(0.5)
         small = threading.Thread(target=lambda: (_hold(pool, 1), order.append("small")))
@@ -103,14 +103,8 @@ def test_patience_grows_with_the_studys_trial_length(tmp_path, monkeypatch) -> N
     assert order == ["small", "big"]
 
 
-def _hold_typical(pool: GpuPool, count: int, typical_trial_s: float) -> tuple[str, ...]:
+def _hold(pool: GpuPool, count: int, seconds: float = 0.2, typical_trial_s: float | None = None) -> tuple[str, ...]:
     with pool.lease(count, typical_trial_s) as leased:
-        time.sleep(0.2)
-        return leased
-
-
-def _hold(pool: GpuPool, count: int, seconds: float = 0.2) -> tuple[str, ...]:
-    with pool.lease(count) as leased:
         time.sleep(seconds)
         return leased
 

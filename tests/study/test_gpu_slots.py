@@ -34,7 +34,8 @@ def fake_nvidia_smi(tmp_path: Path) -> dict:
 
 
 def slots_space(tmp_path: Path, startup_s: float = 1.0, tp: tuple[int, ...] = (1, 2, 4, 8)) -> tuple[Path, Path]:
-    """Configurations that need 1, 2, 4 or 8 GPUs (tp), sampled at random; each launch records itself."""
+    """Configurations that need ``tp`` GPUs (1, 2, 4 or 8 by default), sampled at random; each launch records
+    itself."""
     record = tmp_path / "launches.txt"
     env = {"SCRIPTED_STARTUP_S": str(startup_s), "SCRIPTED_RECORD": str(record)}
     path = write_space(tmp_path, env=env, hardware={"gpus": GPUS}, search={"sampler": "random", "prior": "none"},
