@@ -1,4 +1,4 @@
-"""The engine-neutral server configuration: one field per canonical knob (knobs.md).
+"""The engine-neutral server configuration: one field per canonical knob (`autotune knobs`, docs/knobs.md).
 
 A knob left at ``None`` is not rendered at all, so the engine applies its own default; that is how a configuration
 reproduces a hand-written command exactly (``-tp 1`` and no ``-tp`` are different commands).
@@ -136,8 +136,27 @@ class ServerConfig(BaseModel):
         """The knobs that are set (not None, not empty), in field order."""
         return {k: v for k, v in self.model_dump().items() if v not in (None, (), {})}
 
+    def files_needed(self) -> dict[str, str]:
+        """The files the launch reads from the node, by knob: ``{"chat_template": "./t.jinja"}`` (see FILE_KNOBS)."""
+        return {knob: value for knob in FILE_KNOBS if (value := names_a_file(knob, getattr(self, knob)))}
+
 
 KNOBS: tuple[str, ...] = tuple(ServerConfig.model_fields)
+# Knobs whose value may be the path of a file the engine reads at start-up (relative paths: from the directory the
+# launch runs in). `autotune doctor` checks that those files exist; `study best` says they must exist on the node.
+FILE_KNOBS: tuple[str, ...] = ("chat_template",)
+# A value names a file when it looks like a path: a directory separator, or a file suffix. Anything else is a built-in
+# template's name (SGLang's `chatml`) or an inline Jinja template (`{{ ... }}`; vLLM takes both).
+_FILE_SUFFIX = re.compile(r"\.(jinja2?|j2|json|ya?ml|txt|tmpl)$", re.IGNORECASE)
+
+
+def names_a_file(knob: str, value: object) -> str | None:
+    """``value`` when ``knob`` set to it names a file the engine must find at start-up, else None."""
+    if knob not in FILE_KNOBS or not isinstance(value, str) or "{" in value:
+        return None
+    return value if "/" in value or "\\" in value or _FILE_SUFFIX.search(value) else None
+
+
 # Client-side knobs change the benchmark's load, not the launch: a warm server can be reused across them.
 CLIENT_KNOBS: dict[str, Any] = {
     "max_concurrency": Annotated[int, Field(ge=1)] | None,

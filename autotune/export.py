@@ -1,4 +1,8 @@
-"""Exports of a configuration: the shell command, JSON, and a ``docker run`` line for the engine's official image."""
+"""Exports of a configuration: the shell command, JSON, and a ``docker run`` line for the engine's official image.
+
+A printed command is pasteable: it serves on ``--port`` (default 8000), never on the port a trial was given at run
+time, and it says which files it reads that must exist on the node (``ServerConfig.files_needed``).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,8 @@ import shlex
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.redact import MASK, is_secret_name
+from autotune.reproduce import DEFAULT_PORT, launch_on_port
 
-# The engines' official images; vLLM's entrypoint is `vllm serve`, the others take the whole command.
-IMAGES = {
-    "vllm": "vllm/vllm-openai:v{version}",
-    "sglang": "lmsysorg/sglang:v{version}",
-    "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:{version}",
-}
 WORKDIR = "/workspace/autotune"  # the current directory, mounted: chat templates and option files resolve there
 
 
@@ -37,18 +36,39 @@ def shell_script(launch: dict) -> str:
     return "\n".join(lines)
 
 
-def docker_run(config: ServerConfig, secret_env: list[str], port: int = 8000) -> str:
-    """``docker run`` of ``config`` in its engine's official image, serving on ``port`` of the host.
+def printed_launch(launch: dict, port: int = DEFAULT_PORT) -> str:
+    """A stored launch as the shell script a user pastes: serving on ``port``, not on the trial's own port."""
+    return shell_script(launch_on_port(launch, port))
+
+
+def file_notes(config: ServerConfig) -> list[str]:
+    """One comment line per file the launch reads (a chat template): it must exist where the command runs."""
+    return [f"# this file must exist on the node: {path} ({knob})" for knob, path in config.files_needed().items()]
+
+
+def container_text(config: ServerConfig, secret_env: list[str], port: int = DEFAULT_PORT) -> str:
+    """``docker_run``, or one comment line saying that the engine has no official image."""
+    return docker_run(config, secret_env, port) or no_image_line(config)
+
+
+def no_image_line(config: ServerConfig) -> str:
+    """What is printed instead of ``docker run`` for an engine without an official image."""
+    return f"# {config.engine} has no official container image: run the launch command above on the node"
+
+
+def docker_run(config: ServerConfig, secret_env: list[str], port: int = DEFAULT_PORT) -> str | None:
+    """``docker run`` of ``config`` in its engine's official image, serving on ``port`` of the host; None when the
+    engine has no official image (its adapter's ``image``).
 
     Secrets are passed through by name (``-e HF_TOKEN`` takes the host's value); the current directory is mounted as
     the working directory, so relative paths (chat templates, TRT-LLM's options file) resolve.
     """
     engine = get_engine(config.engine)
+    if engine.image is None:
+        return None
     spec = engine.launch_spec(config, port=port, host="0.0.0.0")  # noqa: S104 (inside the container)
-    argv = list(spec.argv)
-    if config.engine == "vllm":
-        argv = argv[argv.index("serve") + 1 :]
-    image = IMAGES[config.engine].format(version=engine.version(config))
+    argv = engine.image.arguments(spec.argv)
+    image = engine.image.reference(engine.version(config))
     options = ["--gpus", "all", "--ipc=host", "-p", f"{port}:{port}", "-w", WORKDIR]
     for name, value in spec.env.items():
         options += ["-e", f"{name}={value}"]

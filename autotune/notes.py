@@ -15,7 +15,7 @@ import textwrap
 import optuna
 
 from autotune.errors import FailureKind
-from autotune.export import shell_script
+from autotune.export import printed_launch
 from autotune.objective import Outcome
 from autotune.space import Objective
 
@@ -46,7 +46,7 @@ def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
     if "simulated" in attrs:
         parts.append("_SIMULATED: the numbers come from autotune's simulator, the command is the real engine's._")
     if attrs.get("launch"):
-        parts += ["**Launch command**", f"```sh\n{shell_script(attrs['launch'])}\n```"]
+        parts += ["**Launch command**", f"```sh\n{printed_launch(attrs['launch'])}\n```"]
     else:
         parts.append("Not launched.")
     parts += _loads(attrs) + _metrics(trial, objective)

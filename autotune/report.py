@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import UsageError
-from autotune.export import shell_script
+from autotune.export import printed_launch
 from autotune.ranking import feasible, maximizes, ranked
 from autotune.space import load_order
 from autotune.sweep import RECORDED
@@ -363,7 +363,7 @@ def render_html(study: optuna.Study, best: optuna.trial.FrozenTrial | None) -> s
              f"<p id='cost'>{html.escape(cost_line(frame))}</p>"]  # fmt: skip
     if best is not None:
         parts += [f"<h2>Best: trial {best.number}, {html.escape(metric)} = {best.values[0]:.2f}</h2>",
-                  f"<pre id='best-command'>{html.escape(shell_script(best.user_attrs['launch']))}</pre>",
+                  f"<pre id='best-command'>{html.escape(printed_launch(best.user_attrs['launch']))}</pre>",
                   baseline_rows(study, best).to_html(index=False, classes="baseline")]  # fmt: skip
     for index, (title, figure) in enumerate(figures(study).items()):
         plot = pio.to_html(figure, full_html=False, include_plotlyjs="inline" if index == 0 else False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import platform
 import re
@@ -18,9 +19,11 @@ from rich.table import Table
 
 from autotune import __version__
 from autotune.cli.options import JsonOpt, SpaceArg, storage_urls
+from autotune.config import FILE_KNOBS, names_a_file
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError
 from autotune.settings import Settings
+from autotune.space import ChoiceParam, SearchSpace, TiedParam
 from autotune.spacefile import load_space
 from autotune.study import open_storage
 
@@ -36,11 +39,13 @@ def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None
     checks = [{"check": "autotune", "ok": True, "detail": f"{__version__} (Python {platform.python_version()})"}]
     for engine, section in space.engines.items():
         checks.append(_engine_check(engine, section.executable or [engine], space.simulate is not None))
+    checks += (files := _file_checks(space))
     checks.append(_gpu_check(space.hardware.gpus))
     checks += [_extra_check(module, extra) for module, extra in _EXTRAS.items()]
     checks += [_storage_check(), _studies_dir_check()]
     # only an engine that cannot start fails the run; the rest are facts to act on
     failed = [c for c in checks if c["check"].startswith("engine") and not c["ok"]]
+    failed += [c for c in files if not c["ok"] and space.simulate is None]  # a real launch cannot start without them
     if as_json:
         print(json.dumps({"space": str(space_ref), "ok": not failed, "checks": checks}, indent=1))
     else:
@@ -122,3 +127,22 @@ def _studies_dir_check() -> dict:
     except OSError as exc:
         return {"check": "studies directory", "ok": False, "detail": f"{directory}: not writable ({exc.strerror})"}
     return {"check": "studies directory", "ok": True, "detail": f"{directory.resolve()} writable"}
+
+
+def _file_checks(space: SearchSpace) -> list[dict]:
+    """Each file a launch of the space may read (a chat template), looked for from here: where `study run` starts."""
+    readers: dict[str, set[str]] = {}  # path -> "engine knob" of the launches that read it
+    for engine, section in space.engines.items():
+        settings = [space.fixed, section.fixed] + [param.knob_values(name.split(".", 1)[-1], value)
+                                                   for name, param in space.engine_params(engine).items()
+                                                   if isinstance(param, ChoiceParam | TiedParam)
+                                                   for value in param.values()]  # fmt: skip
+        for knobs, knob in itertools.product(settings, FILE_KNOBS):
+            if path := names_a_file(knob, knobs.get(knob)):
+                readers.setdefault(path, set()).add(f"{engine} {knob}")
+    checks = []
+    for path, users in sorted(readers.items()):
+        where, ok = ", ".join(sorted(users)), Path(path).expanduser().is_file()
+        fix = f"no such file; fix: put it at {Path(path).expanduser().absolute()} or change {where} in the space"
+        checks.append({"check": "file", "ok": ok, "detail": f"{path} ({where}): {'found' if ok else fix}"})
+    return checks

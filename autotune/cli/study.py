@@ -17,7 +17,7 @@ from rich.table import Table
 from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
-from autotune.export import docker_run, shell_script
+from autotune.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
 from autotune.gpus import parse_gpus
 from autotune.ranking import best_trial, feasible
 from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
@@ -155,7 +155,8 @@ def _print_best(study: optuna.Study) -> None:
     simulated = "SIMULATED " if "simulated" in best.user_attrs else ""
     metric = study.metric_names[0] if study.metric_names else "value"
     print(f"{simulated}best: trial {best.number}, {metric} = {best.values[0]:.2f}")
-    print(shell_script(best.user_attrs["launch"]))
+    notes = file_notes(ServerConfig.model_validate(best.user_attrs["config"])) if "config" in best.user_attrs else []
+    print("".join(f"{note}\n" for note in notes) + printed_launch(best.user_attrs["launch"]))
     Console().print(_baseline_table(study, best, simulated))
 
 
@@ -324,23 +325,25 @@ def best(
         raise AutotuneError(f"study {name!r}: trial {trial.number} was recorded by an older autotune, without its "
                             "configuration; fix: run the study again with this version")  # fmt: skip
     launch = launch_on_port(trial.user_attrs["launch"], port)
+    config = ServerConfig.model_validate(trial.user_attrs["config"])
     bench, vllm_bench = bench_argv(study, trial, port), vllm_bench_argv(study, trial, port)
-    docker, key_env = _docker(trial, port), api_key_env(trial)
+    secret_env, key_env = trial.user_attrs["launch"].get("secret_env", []), api_key_env(trial)
     if as_json:
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
                           "load": trial.user_attrs.get("load", {}), "simulated": "simulated" in trial.user_attrs,
-                          "launch": launch, "docker": docker, "bench": bench, "vllm_bench": vllm_bench,
-                          "api_key_env": key_env}, indent=1))  # fmt: skip
+                          "launch": launch, "docker": docker_run(config, secret_env, port), "bench": bench,
+                          "vllm_bench": vllm_bench, "api_key_env": key_env,
+                          "files_needed": config.files_needed()}, indent=1))  # fmt: skip
         return
     if docker_only:
-        print(docker)
+        print(container_text(config, secret_env, port))
         return
     if "simulated" in trial.user_attrs:
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"
     load = _load_text(trial.user_attrs.get("load"))
     print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}" + (f" at {load}" if load else ""))
-    print(shell_script(launch))
+    print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
     print("# reproduce the measurement (once the server above is ready):")
     if key_env == OPENAI_KEY_ENV:
         print(f"# the server takes --api-key: set {OPENAI_KEY_ENV} to that key first")
@@ -348,8 +351,5 @@ def best(
     print("# the same with vLLM's client (its own prompts of the same lengths):")
     key_prefix = f'OPENAI_API_KEY="${key_env}" ' if key_env and key_env != OPENAI_KEY_ENV else ""
     print(key_prefix + shlex.join(vllm_bench))
-
-
-def _docker(trial: optuna.trial.FrozenTrial, port: int) -> str:
-    secret_env = trial.user_attrs["launch"].get("secret_env", [])
-    return docker_run(ServerConfig.model_validate(trial.user_attrs["config"]), secret_env, port)
+    docker = docker_run(config, secret_env, port)
+    print(f"# or in {config.engine}'s official container image:\n{docker}" if docker else no_image_line(config))

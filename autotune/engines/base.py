@@ -19,6 +19,7 @@ from tokenizers import Tokenizer
 from autotune.bench.client import REQUEST_EXTENSIONS
 from autotune.bench.datasets import load_tokenizer
 from autotune.config import Hardware, ServerConfig
+from autotune.engines.image import ContainerImage
 from autotune.engines.readiness import Readiness, lists_model
 from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.models import ModelInfo, resolve_model
@@ -102,7 +103,7 @@ def _patterns(*pairs: tuple[FailureKind, str]) -> tuple[tuple[FailureKind, re.Pa
     return tuple((kind, re.compile(pattern)) for kind, pattern in pairs)
 
 
-# Real messages from the engines (engines.md §6). Order matters: the first kind that matches wins, and the most
+# Real messages from the engines. Order matters: the first kind that matches wins, and the most
 # specific causes come first (an OOM traceback also contains generic "Error" lines).
 API_KEY_FLAG = "--api-key"  # how vLLM and SGLang take the key their clients must send
 COMMON_FAILURE_PATTERNS = _patterns(
@@ -145,6 +146,8 @@ class Engine(ABC):
     # knob -> why this engine has no such knob; setting it is refused rather than silently dropped.
     unsupported_knobs: ClassVar[dict[str, str]] = {}
     failure_patterns: ClassVar[tuple[tuple[FailureKind, re.Pattern[str]], ...]] = ()
+    # the engine's official container image (`study best --docker`); None: it has none, the command runs on the node
+    image: ClassVar[ContainerImage | None] = None
 
     def __init__(self, executable: Sequence[str] | None = None) -> None:
         self.executable = tuple(executable) if executable else self.default_executable

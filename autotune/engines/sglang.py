@@ -1,4 +1,4 @@
-"""SGLang: ``python3 -m sglang.launch_server --model-path MODEL [flags]`` (engines.md §2)."""
+"""SGLang: ``python3 -m sglang.launch_server --model-path MODEL [flags]``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from packaging.version import Version
 
 from autotune.config import ServerConfig
 from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
+from autotune.engines.image import ContainerImage
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, WEIGHTS_FIT, gpu_count_rule
 from autotune.errors import FailureKind
 
@@ -79,6 +80,7 @@ class SglangEngine(Engine):
     name = "sglang"
     default_executable = ("python3", "-m", "sglang.launch_server")
     default_version = "0.5.23"
+    image = ContainerImage("lmsysorg/sglang:v{version}")
     unsupported_knobs = {"tokenizer_mode": "SGLang has no tokenizer-mode flag", **transformers_only_knobs("SGLang")}
     failure_patterns = _patterns(
         (FailureKind.OOM, r"Not enough memory\. Please try to increase --mem-fraction-static"),

@@ -1,7 +1,7 @@
 """Hugging Face ``transformers serve MODEL [flags]`` (transformers 5.x): an OpenAI-compatible server with continuous
 batching over paged attention, CUDA graphs and a KV pool sized by a memory share or a block count.
 
-What differs from the serving engines, measured on an H200 (../shared/reference/gpu-transformers-serve.md):
+What differs from the serving engines, measured on an H200:
 - ``/v1/models`` lists the Hugging Face hub cache, not the served path, so readiness is a one-token completion;
 - requests with vLLM's extensions (``ignore_eos``) are refused with HTTP 422, so none are sent, and a chat request's
   length is read from ``max_tokens`` (``max_completion_tokens`` is ignored: answers ran to the model's default);
@@ -43,6 +43,7 @@ class TransformersEngine(Engine):
     name = "transformers"
     default_executable = ("transformers",)
     default_version = "5.17.0"
+    image = None  # no official image runs `transformers serve`: the command runs on the node
     readiness_path = "/health"
     request_extensions = frozenset()
     chat_length_field = "max_tokens"  # 5.19 logs "Ignoring unsupported fields ... 'max_completion_tokens'"

@@ -1,4 +1,4 @@
-"""TensorRT-LLM: ``trtllm-serve MODEL [flags] [--extra_llm_api_options FILE]`` (engines.md §3).
+"""TensorRT-LLM: ``trtllm-serve MODEL [flags] [--extra_llm_api_options FILE]``.
 
 Knobs without a CLI flag in 1.2 go into the LLM-API YAML, whose keys are validated by TRT-LLM with
 extra="forbid": a misspelled key fails, so the keys are written here once and tested.
@@ -11,6 +11,7 @@ from packaging.version import Version
 
 from autotune.config import ServerConfig
 from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
+from autotune.engines.image import ContainerImage
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, WEIGHTS_FIT, gpu_count_rule, only_mtp_rule
 from autotune.errors import FailureKind
 
@@ -51,6 +52,7 @@ class TrtllmEngine(Engine):
     name = "trtllm"
     default_executable = ("trtllm-serve",)
     default_version = "1.2.0"
+    image = ContainerImage("nvcr.io/nvidia/tensorrt-llm/release:{version}")
     unsupported_knobs = {
         "served_model_name": "trtllm-serve has no served-model-name flag; clients use the model path",
         "dcp": "TRT-LLM has no decode context parallelism knob",

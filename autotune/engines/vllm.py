@@ -1,4 +1,4 @@
-"""vLLM: ``vllm serve MODEL [flags]`` (engines.md §1)."""
+"""vLLM: ``vllm serve MODEL [flags]``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from packaging.version import Version
 
 from autotune.config import ServerConfig
 from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
+from autotune.engines.image import ContainerImage
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, WEIGHTS_FIT, gpu_count_rule, only_mtp_rule
 from autotune.errors import FailureKind
 
@@ -72,6 +73,7 @@ class VllmEngine(Engine):
     name = "vllm"
     default_executable = ("vllm",)
     default_version = "0.33.0"
+    image = ContainerImage("vllm/vllm-openai:v{version}", entrypoint=("vllm", "serve"))
     api_key_env = "VLLM_API_KEY"
     unsupported_knobs = {
         "prefill_attention_backend": "vLLM has one attention backend for prefill and decode; use attention_backend",
