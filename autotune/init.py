@@ -78,7 +78,8 @@ def write_space(request: Request) -> str:
                 f"{info.max_positions or 'unknown'} positions" + (", MLA" if info.latent_attention else "")
                 + (", sparse attention" if info.sparse_attention else "") + (", MTP head" if info.mtp else "") + ".")  # fmt: skip
     out.comment("Check it: autotune space show THIS_FILE; run it: autotune study run THIS_FILE")
-    name = f"{info.name.lower()}-{request.gpus}gpu"
+    # a simulated study is named apart: `study best --study NAME` must never show simulated numbers for the real one
+    name = f"{info.name.lower()}-{request.gpus}gpu" + ("-simulated" if request.simulate else "")
     out.line(f"name: {name}")
     out.line(f"description: {info.name} on {request.gpus} GPUs, {', '.join(request.engines)}, {request.workload}")
     out.line(f"hardware: {_flow(hardware.model_dump(exclude_none=True))}")

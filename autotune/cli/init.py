@@ -33,7 +33,11 @@ def init(
         list[str] | None, typer.Option(help="latency limit METRIC=MS, e.g. p99_tpot_ms=50; repeatable")
     ] = None,
     simulate: Annotated[
-        bool, typer.Option(help="add a `simulate` section: trials run on autotune's simulator (no GPU, SIMULATED)")
+        bool,
+        typer.Option(
+            help="add a `simulate` section: trials run on autotune's simulator (no GPU, SIMULATED); the study's "
+            "name ends in -simulated"
+        ),
     ] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: print it)")] = None,
     force: Annotated[bool, typer.Option(help="overwrite the output file if it exists")] = False,

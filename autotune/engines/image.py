@@ -17,7 +17,7 @@ class ContainerImage:
     name: str
     entrypoint: tuple[str, ...] = ()
 
-    def reference(self, version: Version) -> str:
+    def reference(self, version: Version | str) -> str:
         return self.name.format(version=version)
 
     def arguments(self, argv: Sequence[str]) -> list[str]:
