@@ -222,7 +222,7 @@ class Simulation(_Strict):
 
 
 class Workload(_Strict):
-    """The benchmark each trial runs (vllm bench serve's options, engines.md §5)."""
+    """The benchmark each trial runs (vllm bench serve's options)."""
 
     dataset: Literal["random", "sharegpt", "jsonl"] = "random"
     path: str | None = None

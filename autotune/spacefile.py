@@ -266,7 +266,7 @@ def _unknown_knob(name: str, path: str, fail, allowed: list[str]) -> None:
         fail(path, f"{name!r} cannot be set here", _STRUCTURAL_KNOBS[name])
     close = difflib.get_close_matches(name, allowed, n=1)
     guess = f"did you mean {close[0]!r}? " if close else ""
-    fail(path, f"unknown knob {name!r}", f"{guess}knobs are listed in knobs.md ({', '.join(allowed)})")
+    fail(path, f"unknown knob {name!r}", f"{guess}`autotune knobs` lists them ({', '.join(allowed)})")
 
 
 def _check_value(knob: str, value: Any, path: str, fail) -> None:

@@ -4,7 +4,7 @@ Built on ``autotune.bench.http`` (asyncio protocols; why not aiohttp is said the
 SSE event's bytes instead of decoding its JSON: token events are recognised by their ``"choices":[{`` and only the
 rare other events (usage, errors) are parsed. Measured against ``vllm bench serve`` in benchmarks/client_capacity.py.
 
-Timing follows vllm bench serve (engines.md §5): TTFT = send → first event with non-empty choices; ITL = gaps between
+Timing follows vllm bench serve: TTFT = send → first event with non-empty choices; ITL = gaps between
 such events; latency = send → the last of them; output tokens from the usage event. Events that arrive in one read
 share its timestamp (they did arrive together).
 """

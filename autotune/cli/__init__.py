@@ -51,6 +51,7 @@ def _options(
 
 def _register() -> None:
     from autotune.cli import bench, command, dashboard, doctor, init, space, study
+    from autotune.cli.knobs import knobs_command
 
     app.add_typer(space.app, name="space")
     app.command(name="bench")(bench.bench)
@@ -59,6 +60,7 @@ def _register() -> None:
     app.command(name="dashboard")(dashboard.dashboard)
     app.command(name="init")(init.init)
     app.command(name="doctor")(doctor.doctor)
+    app.command(name="knobs")(knobs_command)
 
 
 _register()

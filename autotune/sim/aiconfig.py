@@ -1,7 +1,7 @@
 """aiconfigurator (NVIDIA, optional extra) as a performance model: measured-kernel estimates of one configuration.
 
 Install: ``pip install 'autotune[aiconfigurator]'`` (aiconfigurator 0.12.0 and aiconfigurator-core 0.12.0, pinned
-both: 0.13 moves to ``aisimulate``). The mapping follows ../shared/reference/aiconfigurator.md: batch size per
+both: 0.13 moves to ``aisimulate``). The mapping follows aiconfigurator's own conventions: batch size per
 attention-DP rank = client concurrency / DP; MTP acceptance is ours to give (DeepSeek's published ~0.85);
 ``tokens/s/gpu`` counts output tokens only.
 """

@@ -52,7 +52,7 @@ def read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]:
     ]
     if unknown or "status" not in columns or "output_throughput" not in columns:
         raise UsageError(
-            f"{path}: columns must be knob names (knobs.md), max_concurrency, status, message and result columns "
+            f"{path}: columns must be knob names (`autotune knobs`), max_concurrency, status, message and result columns "
             f"({', '.join(RESULT_COLUMNS)}); unknown: {unknown or 'none'}, status/output_throughput present: "
             f"{'status' in columns}/{'output_throughput' in columns}"
         )
