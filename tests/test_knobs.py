@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.cli.knobs import DESCRIPTIONS, knobs, markdown
 from autotune.config import CLIENT_KNOBS, KNOBS
 from autotune.engines import ENGINES
 from autotune.errors import SpaceError
@@ -23,12 +22,16 @@ OUTSIDE = re.compile(r"(?<!docs/)\bknobs\.md|\bengines\.md|shared/reference")
 
 
 def test_docs_knobs_md_is_what_the_generator_writes_now() -> None:
+    from autotune.cli.knobs import knobs, markdown
+
     assert (REPO / "docs" / "knobs.md").read_text() == markdown(knobs()), (
         "docs/knobs.md is stale: run `autotune knobs --markdown > docs/knobs.md`"
     )
 
 
 def test_every_knob_is_described_and_every_engine_says_what_it_does_with_it() -> None:
+    from autotune.cli.knobs import DESCRIPTIONS
+
     assert set(DESCRIPTIONS) == set(KNOBS) | set(CLIENT_KNOBS)
     done = CliRunner().invoke(app, ["knobs", "--json"])
     assert done.exit_code == 0, done.output
