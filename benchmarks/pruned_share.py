@@ -1,12 +1,12 @@
 """The pruner's share: how many launched trials a study's pruner stops, and what the study found.
 
-    .venv/bin/python benchmarks/pruned_share.py SPACE [--n-trials 10] [--seeds 5] [--repo CHECKOUT]
+    .venv/bin/python benchmarks/pruned_share.py SPACE [--n-trials 10] [--seeds 5] [--timeout-s S] [--repo CHECKOUT]
 
 Runs `autotune study run SPACE --n-trials N --seed S` (of the checkout ``--repo``, default this one: a worktree of an
 older commit measures the code before a change) in a fresh studies directory per seed, then reads the study: trials
-launched, pruned (with where each was stopped), failed loads, whether every baseline was measured, the best value.
-Real engines are slow: keep N and the seeds small (``autotune/spaces/vllm-cpu-tiny.yaml``, 10 trials: ~15 minutes
-on a 2-core machine).
+launched (a study stopped by ``--timeout-s`` counts those that ran), pruned (with where each was stopped), failed
+loads, whether every baseline was measured, the best value. Real engines are slow: keep N and the seeds small
+(``autotune/spaces/vllm-cpu-tiny.yaml``, 10 trials: 15-45 minutes on a busy 2-core machine).
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_study(repo: Path, space: Path, n_trials: int, seed: int, studies: Path) -> tuple[optuna.Study, float]:
+def run_study(repo: Path, space: Path, n_trials: int, seed: int, studies: Path,
+              timeout_s: float | None) -> tuple[optuna.Study, float]:  # fmt: skip
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "PYTHONPATH": str(repo)}
     started = time.monotonic()
+    timeout = ["--timeout", str(timeout_s)] if timeout_s else []
     done = subprocess.run([sys.executable, "-m", "autotune", "study", "run", str(space), "--study", "s",
-                           "--n-trials", str(n_trials), "--seed", str(seed)], cwd=repo, env=env, capture_output=True,
-                          text=True)  # fmt: skip
+                           "--n-trials", str(n_trials), "--seed", str(seed), *timeout], cwd=repo, env=env,
+                          capture_output=True, text=True)  # fmt: skip
     if not (studies / "s.db").exists():
         sys.exit(f"the study did not start: {done.stderr[-2000:]}")
     return optuna.load_study(study_name="s", storage=f"sqlite:///{studies / 's.db'}"), time.monotonic() - started
@@ -55,13 +57,15 @@ def main() -> None:
     parser.add_argument("--n-trials", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--timeout-s", type=float, help="no new trial starts after this (`study run --timeout`)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose autotune runs the studies")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     totals = {"launched": 0, "pruned": 0}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         with tempfile.TemporaryDirectory() as tmp:
-            study, wall_s = run_study(args.repo.resolve(), args.space.resolve(), args.n_trials, seed, Path(tmp))
+            study, wall_s = run_study(args.repo.resolve(), args.space.resolve(), args.n_trials, seed, Path(tmp),
+                                       args.timeout_s)  # fmt: skip
             row = summary(study)
         totals = {k: totals[k] + row[k] for k in totals}
         print(f"seed {seed}: {row['launched']} launched of {row['trials']}, pruned {row['pruned']} "
