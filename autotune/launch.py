@@ -2,7 +2,7 @@
 
 Shared by a study's trials and by ``study validate``, so both classify failures alike, check the engine outlived each
 benchmark, and scrub secrets from the server log. Every way a launch can fail as a property of the configuration
-(it crashed, ran out of memory, never became ready, died or answered nothing during a benchmark) is a
+(it crashed, ran out of memory, never became ready, died or failed requests during a benchmark) is a
 ``LaunchFailed`` carrying its FailureKind; anything else is a bug and propagates.
 
 ``launch_for`` picks the kind: ``Launch`` (an engine process, real or the simulator's server) or
@@ -111,7 +111,10 @@ class Launch:
         """Benchmark ``workload`` on the running engine; the result in the engine's time (the simulator's is scaled).
 
         Raises:
-            LaunchFailed: the engine died during the benchmark, or no request completed (hang when all timed out).
+            LaunchFailed: the engine died during the benchmark, or a request failed: a load whose requests fail is that
+                load's failure (configurations are compared on equal work, and one that drops requests does not
+                serve the load), its kind the one the log names (out of memory at that load, say), else hang when
+                every failed request timed out, else crash.
         """
         options = ClientOptions(self.server.base_url, self.config.api_model_name, workload.endpoint,
                                 workload.ignore_eos, stall_timeout_s=self.stall_timeout_s,
@@ -125,11 +128,14 @@ class Launch:
             returncode, tail = self.server.process.returncode, self.server.log_tail()
             kind = self.engine.classify_failure(returncode, tail)
             raise LaunchFailed(kind, f"engine died during the benchmark (exit {returncode})", tail)
-        if result["completed"] == 0:
-            # e.g. a KV pool allocated at the first requests that does not fit: the log says CUDA out of memory
+        if result["failed"]:
+            # e.g. a KV pool allocated at the first requests that does not fit, or activations of a batch this large:
+            # the log says CUDA out of memory
             errors, tail = result["errors_by_type"], self.server.log_tail()
             otherwise = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
-            raise LaunchFailed(self._cause_in_log(tail, otherwise), f"ready, but every request failed: {errors}", tail)
+            total = result["completed"] + result["failed"]
+            share = "every request" if result["completed"] == 0 else f"{result['failed']} of {total} requests"
+            raise LaunchFailed(self._cause_in_log(tail, otherwise), f"ready, but {share} failed: {errors}", tail)
         return result
 
     def _cause_in_log(self, tail: str, otherwise: FailureKind) -> FailureKind:

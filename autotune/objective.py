@@ -9,6 +9,13 @@ launch and SLO constraints are all 1). The trial's value is its best feasible lo
 whose message names a knob value, or an out-of-memory, teaches the study (``autotune.learning``). A slow
 configuration is pruned from its first benchmark's checkpoints. Every trial's ``outcome`` attribute says in one word
 what became of it (``Outcome``), for a filter in optuna-dashboard.
+
+Failing loads and the pruner, one rule: a load whose requests fail is that load's failure, never a slow measurement.
+Once any request of a load has failed, the pruner stops judging the trial at that load (its running value counts only
+the requests that succeeded) and the load is not cut short as an SLO miss; when the load ends, ``Launch.measure``
+makes it a failure whose kind the server log names (``oom`` for "CUDA out of memory"), so the sweep goes lighter as
+for any failed load and an out-of-memory load teaches the study. A baseline (``baseline`` attribute, which a retried
+baseline keeps) is never pruned: it is the study's reference.
 """
 
 from __future__ import annotations
@@ -111,6 +118,11 @@ class LoadLost(Exception):
     def __init__(self, metrics: dict) -> None:
         self.metrics = metrics
         super().__init__("SLO clearly lost")
+
+
+def _requests_failed(progress: Progress) -> bool:
+    """Whether any request of the load so far has failed."""
+    return progress.metrics.get("failed", 0) > 0
 
 
 class Objective:
@@ -366,12 +378,15 @@ class Objective:
     # -- progress, records --------------------------------------------------------------------------------------
     def _progress_hook(self, trial: optuna.Trial, engine: Engine, level: int | None):
         """Optuna's pruner watches the trial's first benchmark (at ``level``; None for the later ones); every level
-        stops once its SLO is clearly lost."""
+        stops once its SLO is clearly lost, unless its requests are failing: such a level ends as a failure (its kind
+        from the server log, ``Launch.measure``), not as an SLO miss, so that an out-of-memory load is learned."""
         prune = self._pruning_hook(trial, engine, level) if level is not None and len(self.metrics) == 1 else None
 
         def report(progress: Progress) -> None:
             if prune is not None:
                 prune(progress)
+            if _requests_failed(progress):
+                return
             if progress.finished >= _LOST_AFTER * progress.total and progress.finished < progress.total:
                 running = engine.model_time(progress.metrics)
                 if any(running.get(m, 0) > _LOST_FACTOR * limit for m, limit in self.slo.items()):
@@ -381,10 +396,17 @@ class Objective:
 
     def _pruning_hook(self, trial: optuna.Trial, engine: Engine, level: int):
         """Each load level has its own range of steps, so the pruner compares a trial only with trials whose first
-        benchmark ran at the same load (a lighter load's throughput is no sign of a worse configuration)."""
+        benchmark ran at the same load (a lighter load's throughput is no sign of a worse configuration).
+
+        Never judged: a baseline (``baseline`` attribute, kept by a retried one), whose checkpoints are still reported
+        for the others to be compared with; and a load once any of its requests failed, which is reported no more
+        (its running value counts only the requests that succeeded): the load fails and the sweep goes lighter."""
         metric = self.metrics[0].name
+        baseline = bool(trial.user_attrs.get("baseline"))
 
         def report(progress: Progress) -> None:
+            if _requests_failed(progress):  # the counts are the load's so far: once failed, never judged again
+                return
             value = engine.model_time(progress.metrics).get(metric)
             if value is None:
                 return
@@ -393,7 +415,7 @@ class Objective:
             if checkpoint < _WARMUP_CHECKPOINTS:  # the first requests are the ramp-up: judge nothing yet
                 return
             # the last checkpoint is the measurement itself: keep it, however it compares
-            if progress.finished < progress.total and trial.should_prune():
+            if not baseline and progress.finished < progress.total and trial.should_prune():
                 trial.set_user_attr("outcome", Outcome.PRUNED)
                 trial.set_user_attr("pruned_at", f"{progress.finished}/{progress.total} requests")
                 raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")

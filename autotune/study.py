@@ -134,14 +134,17 @@ def make_sampler(space: SearchSpace, seed: int | None) -> optuna.samplers.BaseSa
 
 
 def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
-    """The space's ``search.pruner``, watching each trial's first benchmark."""
+    """The space's ``search.pruner``, watching each trial's first benchmark: ``percentile`` stops a trial in the bottom
+    quarter, ``median`` one in the bottom half (of the trials measured at the same load and checkpoint)."""
     if space.search.pruner == "none":
         return optuna.pruners.NopPruner()
     # judged only against 3 or more trials measured at the same load and checkpoint (one faster trial is no verdict);
     # the first checkpoints of each load are skipped by the objective (autotune.objective._pruning_hook)
     if space.search.pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=3, n_min_trials=3)
-    return optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_min_trials=3)
+    # Optuna's percentile is the share *kept* ("top of 25th percentile trials are kept"): 25 would stop the bottom
+    # three quarters. 75 keeps the top three quarters, so only a trial under the 25th percentile is stopped
+    return optuna.pruners.PercentilePruner(75.0, n_startup_trials=3, n_min_trials=3)
 
 
 def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage) -> optuna.Study:

