@@ -51,6 +51,7 @@ class TrtllmEngine(Engine):
     name = "trtllm"
     default_executable = ("trtllm-serve",)
     default_version = "1.2.0"
+    package, pip_requirement = "tensorrt_llm", "tensorrt-llm"
     unsupported_knobs = {
         "served_model_name": "trtllm-serve has no served-model-name flag; clients use the model path",
         "dcp": "TRT-LLM has no decode context parallelism knob",
