@@ -6,7 +6,8 @@ exit code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead:
     AutotuneError                 exit 1: a runtime problem
     ├── UsageError                exit 2: the user's input is wrong (bad flag value, unknown knob, unknown engine)
     │   └── SpaceError            exit 2: a search-space file is invalid; names the file, the key path and the fix
-    └── UnsupportedConfig         exit 1: a configuration breaks a static rule of its engine (names the rule)
+    ├── UnsupportedConfig         exit 1: a configuration breaks a static rule of its engine (names the rule)
+    └── EngineNotInstalled        exit 1: the engine cannot start on this machine for any configuration (names the fix)
 
 ``FailureKind`` is the taxonomy of why a server launch did not produce a measurement.
 """
@@ -57,6 +58,12 @@ class UnsupportedConfig(AutotuneError):
         super().__init__(f"rejected by rule '{rule}': {reason}")
 
 
+class EngineNotInstalled(AutotuneError):
+    """The engine's command cannot start here, whatever the configuration: its program or its Python package is
+    missing (``No module named 'sglang'``, ``command not found``, ``exec format error``). A problem of the machine,
+    not of a configuration: a study stops rather than record it against the configuration it tried."""
+
+
 class FailureKind(StrEnum):
     """Why a launch produced no measurement; stored with every failed trial."""
 
@@ -69,4 +76,5 @@ class FailureKind(StrEnum):
     TIMEOUT = "timeout"  # not ready within the start-up timeout
     HANG = "hang"  # ready, but produced no tokens
     CRASH = "crash"  # exited for any other reason
+    NOT_INSTALLED = "not_installed"  # the engine itself is missing here: no configuration can start (not learned)
     NO_DATA = "no_data"  # a simulated engine's performance model has nothing for this configuration

@@ -78,7 +78,10 @@ class Launch:
         return self.server.log_path
 
     def __enter__(self) -> Launch:
-        self.server.__enter__()
+        try:
+            self.server.__enter__()
+        except ServerCrashed as exc:  # the program could not be executed at all
+            raise self._crashed(exc) from None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -96,12 +99,14 @@ class Launch:
         try:
             return self.server.wait_ready(timeout_s)
         except ServerCrashed as exc:
-            kind = self.engine.classify_failure(exc.returncode, exc.log_tail)
-            raise LaunchFailed(kind, str(exc), exc.log_tail) from None
+            raise self._crashed(exc) from None
         except ServerStartTimeout as exc:
             # killed for taking too long; a log that names a cause (CUDA out of memory at its first request) wins
             tail = self.server.log_tail()
             raise LaunchFailed(self._cause_in_log(tail, FailureKind.TIMEOUT), str(exc), tail) from None
+
+    def _crashed(self, exc: ServerCrashed) -> LaunchFailed:
+        return LaunchFailed(self.engine.classify_failure(exc.returncode, exc.log_tail), str(exc), exc.log_tail)
 
     def alive(self) -> bool:
         """Whether the engine still runs (another load can be measured on it)."""

@@ -20,6 +20,7 @@ import optuna
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine
 from autotune.errors import FailureKind
+from autotune.text import shorten
 
 RULE_PREFIX = "learned_rule:"
 LEARNABLE = (FailureKind.UNSUPPORTED, FailureKind.BAD_FLAG, FailureKind.CRASH)
@@ -98,7 +99,7 @@ def learn(study: optuna.Study, trial_number: int, param: str, value: Any, kind: 
     """Store the rule that ``param = value`` fails (one attribute per rule: workers add rules without a race)."""
     name = rule_name(param, value)
     study.set_user_attr(RULE_PREFIX + name.removeprefix("learned:"),
-                        {"param": param, "value": value, "kind": kind.value, "reason": reason[:300],
+                        {"param": param, "value": value, "kind": kind.value, "reason": shorten(reason, 300),
                          "trial": trial_number})  # fmt: skip
     return name
 

@@ -38,7 +38,7 @@ from autotune import learning, refine
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
-from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.errors import EngineNotInstalled, FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
 from autotune.gpus import GpuPool
 from autotune.launch import LaunchFailed, launch_for, with_inherited_key
@@ -48,6 +48,7 @@ from autotune.server import group_record
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
 from autotune.sweep import MAX_VIOLATION, LoadResult, LoadSweep
+from autotune.text import shorten
 
 log = logging.getLogger(__name__)
 LAUNCH_CONSTRAINT = "launch"
@@ -57,6 +58,7 @@ _WARMUP_CHECKPOINTS = 3
 _DUPLICATE_POLL_S = 1.0
 # A load level is abandoned once its SLO is clearly lost: this share of its requests done, a limit exceeded this much.
 _LOST_AFTER, _LOST_FACTOR = 0.3, 2.0
+REASON_LIMIT = 500  # characters of a failure reason kept in the trial (the server log has the rest)
 
 
 class Outcome(StrEnum):
@@ -189,11 +191,19 @@ class Objective:
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:
         trial.set_user_attr("outcome", kind.value)
         trial.set_user_attr("failure_kind", kind.value)
-        trial.set_user_attr("failure_reason", reason[:500])
+        trial.set_user_attr("failure_reason", shorten(reason, REASON_LIMIT))
         trial.set_constraint(LAUNCH_CONSTRAINT, 1.0)
         for metric in self.slo:
             trial.set_constraint(f"slo:{metric}", MAX_VIOLATION)
         return [PESSIMISTIC[m.direction] for m in self.metrics]
+
+    def _not_installed(self, trial: optuna.Trial, engine: Engine, failure: LaunchFailed,
+                       log_path: Path) -> EngineNotInstalled:  # fmt: skip
+        """The error that stops the study when the engine is not installed; the trial keeps what it saw."""
+        trial.set_user_attr("failure_kind", failure.kind.value)
+        trial.set_user_attr("failure_reason", shorten(failure.reason, REASON_LIMIT))
+        return EngineNotInstalled(f"engine {engine.name} cannot start here ({shorten(failure.reason, 200)}); "
+                                  f"{engine.not_installed_fix()}; log: {log_path}")  # fmt: skip
 
     def _measured(self, trial: optuna.Trial, sweep: LoadSweep) -> list[float]:
         """The trial's outcome: its best feasible load, else the load nearest to feasible (graded violations)."""
@@ -297,6 +307,8 @@ class Objective:
             self._learn_oom(trial, sweep)
             return self._measured(trial, sweep)
         except LaunchFailed as exc:
+            if exc.kind == FailureKind.NOT_INSTALLED:  # no configuration can start: the study stops, nothing learned
+                raise self._not_installed(trial, engine, exc, launch.log_path) from None
             self._learn(trial, engine, point.server, exc)
             return self._infeasible(trial, exc.kind, exc.reason)
         finally:
@@ -306,6 +318,7 @@ class Objective:
                 trial.set_user_attr("gpu_memory_mib", gpu_facts)
             trial.set_user_attr("node_minutes", round(self._node_minutes(served, sweep.benchmarks_run, wall_s), 3))
             if launch.log_path.exists():
+                trial.set_user_attr("server_log", str(launch.log_path))  # where a shortened reason is in full
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),
                                 study_or_trial=trial, mimetype="text/plain")  # fmt: skip
 

@@ -10,27 +10,35 @@ released before the next launch.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from autotune.engines.base import LaunchSpec
+from autotune.engines.base import Engine, LaunchSpec
 from autotune.engines.readiness import Readiness
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, EngineNotInstalled
+from autotune.text import shorten
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.5
 _STOP_GRACE_S = 20.0
 _LOG_TAIL_BYTES = 8000
 _GPU_POLL_S = 0.5
+# how long an engine may take to answer its version command: long enough for vLLM importing torch on a loaded host
+PROOF_TIMEOUT_S = 120.0
+_VERSION = re.compile(r"\d+\.\d+[\w.+-]*")
 
 
 class ServerCrashed(AutotuneError):
@@ -40,7 +48,7 @@ class ServerCrashed(AutotuneError):
         self.returncode, self.log_tail = returncode, log_tail
         last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
         what = "engine failed while running" if returncode is None else f"engine exited with code {returncode}"
-        super().__init__(f"{what}: {last[:200]}")
+        super().__init__(f"{what}: {shorten(last, 200)}")
 
 
 class ServerStartTimeout(AutotuneError):
@@ -60,15 +68,64 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def check_executable(argv0: str) -> None:
-    """Fail before any launch when the engine's executable does not exist here.
+@dataclass(frozen=True)
+class StartProof:
+    """Whether an engine's command was proven to start here: ``ok`` with its version, or ``detail`` says why not
+    (``timed_out``: it did not answer in time, which proves nothing either way)."""
+
+    ok: bool
+    detail: str
+    timed_out: bool = False
+
+
+def program_missing(argv0: str) -> bool:
+    """Whether the program of an engine's command is not there to run (not on PATH, or not an executable file)."""
+    return (os.sep in argv0 and not os.access(argv0, os.X_OK)) or (os.sep not in argv0 and shutil.which(argv0) is None)
+
+
+def prove_engine_starts(engine: Engine, env: Mapping[str, str] | None = None,
+                        timeout_s: float = PROOF_TIMEOUT_S) -> StartProof:  # fmt: skip
+    """Run the engine's version command (``Engine.version_argv``: its ``--version``, or for ``PYTHON -m X`` whether
+    that interpreter finds X) as a launch runs: same program, the launch's environment (``env`` on top of ours).
+    Found on disk is no proof: ``python3 -m sglang.launch_server`` is found wherever python3 is."""
+    argv = engine.version_argv()
+    if program_missing(argv[0]):
+        return StartProof(False, f"{argv[0]} not found or not executable")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                              env=os.environ | dict(env or {}))  # fmt: skip
+    except subprocess.TimeoutExpired:
+        what = f"{argv[0]} looking for {engine.module}" if engine.module is not None else f"`{shlex.join(argv)}`"
+        return StartProof(False, f"{what} did not answer within {timeout_s:g} s", timed_out=True)
+    except OSError as exc:
+        return StartProof(False, f"{argv[0]}: {exc.strerror}")
+    output = (done.stdout + done.stderr).splitlines()
+    last = next((line for line in reversed(output) if line.strip()), "")
+    if done.returncode != 0:
+        what = (f"{argv[0]} cannot import {engine.module}" if engine.module is not None
+                else f"`{shlex.join(argv)}` exited with code {done.returncode}")  # fmt: skip
+        return StartProof(False, f"{what}: {shorten(last, 200)}")
+    versions = [words[-1] for line in output if (words := line.split()) and _VERSION.fullmatch(words[-1])]
+    return StartProof(True, f"version {versions[-1]}" if versions else "answers, version unknown")
+
+
+def check_executable(engine: Engine, env: Mapping[str, str] | None = None) -> None:
+    """Fail before any launch when the engine cannot start here: its program is missing, or (cheap to prove, so
+    proven) a ``PYTHON -m X`` engine whose interpreter does not find X. Other commands are proven by their first
+    launch, whose failure stops the study when it says the engine is not installed (``FailureKind.NOT_INSTALLED``).
 
     Raises:
-        AutotuneError: names the executable and the fix.
+        EngineNotInstalled: names the command, why it cannot start, and the fix.
     """
-    if (os.sep in argv0 and not os.access(argv0, os.X_OK)) or (os.sep not in argv0 and shutil.which(argv0) is None):
-        raise AutotuneError(f"engine executable {argv0!r} not found or not executable; fix: install the engine or set "
-                            "engines.<name>.executable in the space (or --executable)")  # fmt: skip
+    argv0 = engine.executable[0]
+    if program_missing(argv0):
+        raise EngineNotInstalled(f"engine {engine.name}: {argv0!r} not found or not executable; "
+                                 f"{engine.not_installed_fix()}")  # fmt: skip
+    if engine.module is not None:
+        proof = prove_engine_starts(engine, env)
+        if not proof.ok and not proof.timed_out:
+            raise EngineNotInstalled(f"engine {engine.name} cannot start: {proof.detail}; "
+                                     f"{engine.not_installed_fix()}")  # fmt: skip
 
 
 def kill_group(pgid: int, grace_s: float = _STOP_GRACE_S) -> None:
@@ -257,9 +314,16 @@ class ServerProcess:
         for name, content in self.spec.files.items():
             (self.workdir / name).write_text(content)
         with self.log_path.open("ab") as log_file:
-            self.process = subprocess.Popen(self.spec.argv, cwd=self.workdir, env=os.environ | self.spec.env | visible,
-                                            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                            start_new_session=True)  # fmt: skip
+            try:
+                self.process = subprocess.Popen(self.spec.argv, cwd=self.workdir,
+                                                env=os.environ | self.spec.env | visible, stdin=subprocess.DEVNULL,
+                                                stdout=log_file, stderr=subprocess.STDOUT,
+                                                start_new_session=True)  # fmt: skip
+            except OSError as exc:
+                # the program cannot be run at all: as a shell would say it (127 not found, 126 not executable)
+                message = f"{self.spec.argv[0]}: {exc.strerror}"
+                log_file.write(f"autotune: cannot execute {message}\n".encode())
+                raise ServerCrashed(127 if exc.errno == errno.ENOENT else 126, message) from None
         return self
 
     def __exit__(self, *exc: object) -> None:

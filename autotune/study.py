@@ -34,15 +34,16 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune.engines import broken_rules
-from autotune.errors import AutotuneError
+from autotune.engines import Engine, broken_rules
+from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
-from autotune.objective import Objective, Outcome, TrialEnvironment, engine_for
+from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
 from autotune.prior import prior_model, rank
 from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
+from autotune.text import shorten
 
 log = logging.getLogger(__name__)
 # We drive ask/tell ourselves (to pop slots under a lock) and record heartbeats with our own thread.
@@ -92,7 +93,7 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
                     raise
                 time.sleep(0.5 * (attempt + 1))
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as exc:
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        reason = shorten(str(exc).splitlines()[0], 200) if str(exc) else type(exc).__name__
         if isinstance(exc, ImportError) or "psycopg" in reason:
             reason += "; install the postgres extra: pip install 'autotune[postgres]'"
         raise AutotuneError(f"cannot open storage {mask_url(url)}: {reason}") from None
@@ -117,6 +118,17 @@ def baseline_params(space: SearchSpace, engine: str) -> dict:
     """The Optuna params of an engine's default configuration in the space (its launch; loads are swept)."""
     params = {name: param.default_value() for name, param in space.launch_params(engine).items()}
     return _with_engine(space, engine, params)
+
+
+def engine_as_launched(space: SearchSpace, name: str,
+                       executables: dict[str, list[str]] | None = None) -> tuple[Engine, dict[str, str]]:  # fmt: skip
+    """The adapter a trial of ``name`` launches (its executable as the trials run it) and the environment its
+    baseline's launch adds to ours (the space's env knobs: a PYTHONPATH there is part of where the engine runs)."""
+    engine = engine_for(space, name, executables)
+    try:
+        return engine, engine.launch_spec(space.default_point(name).server).env
+    except AutotuneError:  # a baseline that cannot be rendered is the rules' business, not this check's
+        return engine, {}
 
 
 def _with_engine(space: SearchSpace, engine: str, params: dict) -> dict:
@@ -311,8 +323,8 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> 
         AutotuneError: an engine executable is missing, every configuration breaks a rule, the storage cannot be
             opened, or the study was made with another space.
     """
-    for engine, section in space.engines.items() if space.simulate is None else ():  # the simulator runs instead
-        check_executable(((options.executables or {}).get(engine) or section.executable or [engine])[0])
+    for engine in space.engines if space.simulate is None else ():  # the simulator runs instead
+        check_executable(*engine_as_launched(space, engine, options.executables))
     _refuse_all_infeasible(space)
     storage = open_storage(options.storage, options.heartbeat_s)
     study = create_or_load(space, space_path, options, storage)
@@ -473,6 +485,9 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
             values = objective(trial)
         except optuna.TrialPruned:
             return _tell(study, trial, objective, state=TrialState.PRUNED)
+        except EngineNotInstalled as exc:
+            give_back_slot(study, _tell_failed(study, trial, objective, exc, outcome=FailureKind.NOT_INSTALLED))
+            raise AutotuneError(f"trial {trial.number}: {exc}") from exc
         except AutotuneError as exc:
             _tell_failed(study, trial, objective, exc)
             raise AutotuneError(f"trial {trial.number}: {exc}") from exc
@@ -489,10 +504,23 @@ def _tell(study, trial, objective: Objective, values=None, state=None) -> optuna
     return frozen
 
 
-def _tell_failed(study, trial, objective: Objective, exc: Exception) -> None:
-    trial.set_user_attr("outcome", Outcome.ERROR)  # before the tell: a finished trial's attributes are read-only
-    trial.set_user_attr("error", f"{type(exc).__name__}: {exc}"[:500])
-    _tell(study, trial, objective, state=TrialState.FAIL)
+def _tell_failed(study, trial, objective: Objective, exc: Exception,
+                 outcome: str = Outcome.ERROR) -> optuna.trial.FrozenTrial:  # fmt: skip
+    trial.set_user_attr("outcome", outcome)  # before the tell: a finished trial's attributes are read-only
+    trial.set_user_attr("error", shorten(f"{type(exc).__name__}: {exc}", REASON_LIMIT))
+    return _tell(study, trial, objective, state=TrialState.FAIL)
+
+
+_SLOT_ATTRS = ("slot", "baseline", "prior", "prior_predicted")  # what makes a slot what it is (create_or_load)
+
+
+def give_back_slot(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:
+    """A FAIL trial that measured nothing for a reason of the machine (the engine is not installed) costs the study
+    no trial: its slot is made again, as it was (a baseline stays the baseline, a fixed configuration stays fixed),
+    at the end of the queue; the budget stays (it counts slots made for the study, not for a failure of the tuner),
+    so the next `study run` after the fix runs every trial asked for."""
+    study.enqueue_trial(failed.system_attrs.get("fixed_params", {}),
+                        user_attrs={k: v for k, v in failed.user_attrs.items() if k in _SLOT_ATTRS})  # fmt: skip
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.space import Objective
+from autotune.text import shorten
 
 RECORDED = ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "mean_ttft_ms",
             "median_tpot_ms", "p99_tpot_ms", "mean_tpot_ms", "completed", "failed")  # fmt: skip
@@ -55,7 +56,7 @@ class LoadResult:
         row: dict[str, Any] = {"load": self.load, "feasible": self.feasible,
                                "value": self.values[0] if self.values else None}  # fmt: skip
         if self.failure:
-            row |= {"failure_kind": self.failure, "failure_reason": self.reason[:300]}
+            row |= {"failure_kind": self.failure, "failure_reason": shorten(self.reason, 300)}
         if self.result is not None:
             row["metrics"] = {k: self.result[k] for k in RECORDED if k in self.result}
         if self.violations:

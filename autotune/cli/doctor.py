@@ -6,10 +6,10 @@ import importlib.util
 import itertools
 import json
 import platform
-import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import optuna
@@ -22,14 +22,13 @@ from autotune.cli.options import JsonOpt, SpaceArg, storage_urls
 from autotune.config import FILE_KNOBS, names_a_file
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError
+from autotune.server import program_missing, prove_engine_starts
 from autotune.settings import Settings
 from autotune.space import ChoiceParam, SearchSpace, TiedParam
 from autotune.spacefile import load_space
-from autotune.study import open_storage
+from autotune.study import engine_as_launched, open_storage
 
 _EXTRAS = {"optuna_dashboard": "dashboard", "psycopg": "postgres", "aiconfigurator": "aiconfigurator"}
-_VERSION = re.compile(r"\d+\.\d+[\w.+-]*")
-_VERSION_TIMEOUT_S = 120
 
 
 def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None:
@@ -37,8 +36,7 @@ def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None
     extras, the storage, and the studies directory. Exit 1 when an engine of the space cannot be started."""
     space = load_space(space_ref)
     checks = [{"check": "autotune", "ok": True, "detail": f"{__version__} (Python {platform.python_version()})"}]
-    for engine, section in space.engines.items():
-        checks.append(_engine_check(engine, section.executable or [engine], space.simulate is not None))
+    checks += _engine_checks(space)
     checks += (files := _file_checks(space))
     checks.append(_gpu_check(space.hardware.gpus))
     checks += [_extra_check(module, extra) for module, extra in _EXTRAS.items()]
@@ -59,28 +57,32 @@ def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None
                             + "; ".join(c["detail"] for c in failed))  # fmt: skip
 
 
-def _engine_check(engine: str, executable: list[str], simulated: bool) -> dict:
+def _engine_checks(space: SearchSpace) -> list[dict]:
+    """One check per engine of the space, proven at once (each may take a while: vLLM imports torch to answer)."""
+    if space.simulate is not None:
+        return [_engine_check(name, [], simulated=True) for name in space.engines]
+    launched = [engine_as_launched(space, name) for name in space.engines]
+    with ThreadPoolExecutor(max_workers=len(launched)) as pool:
+        return list(pool.map(lambda found: _engine_check(found[0].name, list(found[0].executable), False, found[1]),
+                             launched))  # fmt: skip
+
+
+def _engine_check(engine: str, executable: list[str], simulated: bool, env: dict[str, str] | None = None) -> dict:
+    """Whether ``engine`` started as ``executable`` (in the environment ``env`` adds) can start here: proven by
+    running it (``prove_engine_starts``), not by finding its program, which proves nothing for ``python3 -m X``."""
     name = f"engine {engine}"
     if simulated:
         return {"check": name, "ok": True, "detail": "simulated space: autotune's simulator serves it"}
-    program = executable[0]
-    found = shutil.which(program) or (program if Path(program).is_file() else None)
-    if found is None:
+    adapter = get_engine(engine, executable)
+    command = " ".join(adapter.executable)
+    if program_missing(adapter.executable[0]):
         return {"check": name, "ok": False,
-                "detail": f"{program} not found; fix: install {engine} or set engines.{engine}.executable"}  # fmt: skip
-    version = _version(get_engine(engine, executable).version_argv())
-    return {"check": name, "ok": True, "detail": f"{' '.join(executable)}: {version}"}
-
-
-def _version(argv: list[str]) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"found, version unknown ({type(exc).__name__})"
-    words = [line.split()[-1] for line in (done.stdout + done.stderr).splitlines() if line.split()]
-    versions = [word for word in words if _VERSION.fullmatch(word)]
-    return f"version {versions[-1]}" if done.returncode == 0 and versions else "found, version unknown"
+                "detail": f"{adapter.executable[0]} not found; {adapter.not_installed_fix()}"}  # fmt: skip
+    proof = prove_engine_starts(adapter, env)
+    if proof.ok:
+        return {"check": name, "ok": True, "detail": f"{command}: {proof.detail}"}
+    return {"check": name, "ok": False, "detail": f"{command} cannot start: {proof.detail}; "
+            f"{adapter.not_installed_fix()}"}  # fmt: skip
 
 
 def _gpu_check(wanted: int) -> dict:

@@ -32,10 +32,12 @@ from autotune.study import (
     run_trials,
     study_budget,
 )
+from autotune.text import shorten
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"
 DEFAULT_TRIALS = 8
+_REASON_WIDTH = 160  # characters of a failure reason on a trial's line
 
 
 @app.command()
@@ -123,7 +125,8 @@ def run(
 
 
 def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    Console(stderr=True).print(f"trial {trial.number}: {_outcome(trial)}")
+    # not markup: a reason's "[sparse not supported]" would be taken for a style and vanish
+    Console(stderr=True).print(f"trial {trial.number}: {_outcome(trial)}", markup=False)
 
 
 def _outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -131,7 +134,10 @@ def _outcome(trial: optuna.trial.FrozenTrial) -> str:
     if trial.state.name == "PRUNED":
         return f"pruned ({attrs.get('pruned_at', 'duplicate')})"
     if "failure_kind" in attrs:
-        return f"{attrs['failure_kind']}: {attrs.get('failure_reason', '')[:120]}"
+        # a reason from a log is cut to a line, with the log's path; one of our rules' is shown whole (and wraps)
+        reason = attrs.get("failure_reason", "")
+        return f"{attrs['failure_kind']}: " + (shorten(reason, _REASON_WIDTH, attrs["server_log"])
+                                               if attrs.get("server_log") else reason)  # fmt: skip
     dup = f" (same config as #{attrs['duplicate_of']})" if "duplicate_of" in attrs else ""
     dup += f" on GPUs {','.join(attrs['gpus'])}" if attrs.get("gpus") else ""
     if not trial.values:
@@ -234,7 +240,8 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():
-        console.print(f"learned rule '{rule_id}' (trial {rule['trial']}, {rule['kind']}): {rule['reason'][:100]}")
+        reason = shorten(rule["reason"], 100)
+        console.print(f"learned rule '{rule_id}' (trial {rule['trial']}, {rule['kind']}): {reason}")
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:

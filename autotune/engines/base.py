@@ -116,6 +116,27 @@ COMMON_FAILURE_PATTERNS = _patterns(
 )
 
 
+# exit codes of a program that could not be run: 127 not found, 126 found but not executable (exec format error)
+_NOT_EXECUTABLE = (126, 127)
+# "No module named 'x.y'" (an import), or "python: No module named x.y" (python -m of a missing module)
+_MISSING_MODULE = re.compile(r"No module named '?([\w.]+)")
+# `python -c _MODULE_PROBE X`: exit 0 and "X VERSION" when the interpreter finds module X, else exit 1 and why not
+# (a missing parent package raises ModuleNotFoundError). find_spec imports X's parent packages, so their version
+# attribute is at hand; a top-level module's comes from its distribution.
+_MODULE_PROBE = """import importlib.metadata as metadata, importlib.util as util, sys
+name = sys.argv[1]
+top = name.partition(".")[0]
+if util.find_spec(name) is None:
+    sys.exit(f"ModuleNotFoundError: No module named {name!r}")
+version = getattr(sys.modules.get(top), "__version__", None)
+try:
+    version = version or metadata.version(top)
+except metadata.PackageNotFoundError:
+    version = "unknown"
+print(name, version)
+"""
+
+
 def transformers_only_knobs(engine: str) -> dict[str, str]:
     """The knobs only `transformers serve` has, with why ``engine`` (a serving engine) refuses them."""
     return {
@@ -148,6 +169,9 @@ class Engine(ABC):
     failure_patterns: ClassVar[tuple[tuple[FailureKind, re.Pattern[str]], ...]] = ()
     # the engine's official container image (`study best --docker`); None: it has none, the command runs on the node
     image: ClassVar[ContainerImage | None] = None
+    # the engine's Python package: a launch that cannot import it cannot start for any configuration
+    package: ClassVar[str] = ""
+    pip_requirement: ClassVar[str] = ""  # what `pip install` takes to install the engine (default: ``package``)
 
     def __init__(self, executable: Sequence[str] | None = None) -> None:
         self.executable = tuple(executable) if executable else self.default_executable
@@ -178,9 +202,25 @@ class Engine(ABC):
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         """The engine-specific part of ``launch_spec`` (without extra_args and env, which are added after)."""
 
+    @property
+    def module(self) -> str | None:
+        """``X`` when the executable is ``PYTHON -m X``: the module that interpreter must find to start the engine."""
+        return self.executable[2] if len(self.executable) >= 3 and self.executable[1] == "-m" else None
+
     def version_argv(self) -> list[str]:
-        """The command that prints the installed engine's version (its last word), for `autotune doctor`."""
+        """The command that proves the engine can start here (it exits 0) and prints its version (its last word),
+        for `autotune doctor`: ``--version``; for ``PYTHON -m X``, that interpreter finds X (and X's package's
+        version), without starting a server."""
+        if self.module is not None:
+            return [self.executable[0], "-c", _MODULE_PROBE, self.module]
         return [*self.executable, "--version"]
+
+    def not_installed_fix(self) -> str:
+        """How to make the engine's command start: install the engine where the command runs, or point to another."""
+        requirement = self.pip_requirement or self.package or self.name
+        install = (shlex.join([self.executable[0], "-m", "pip", "install", requirement]) if self.module is not None
+                   else f"pip install {shlex.quote(requirement)} where `{shlex.join(self.version_argv())}` runs")  # fmt: skip
+        return f"fix: {install}, or set engines.{self.name}.executable (or --executable) to a command that starts it"
 
     def failed_while_alive(self, log: str) -> str | None:
         """The part of a still-running launch's log that says it failed for good (stop waiting for it to be ready),
@@ -218,15 +258,29 @@ class Engine(ABC):
     def classify_failure(self, returncode: int | None, log_tail: str) -> FailureKind:
         """Map a failed start (exit code and the end of its log) to a FailureKind.
 
-        The log decides when it names a cause. Otherwise a SIGKILL (-9, or 137 through a shell) means the kernel's
-        OOM killer: autotune stops servers with SIGTERM first, and reports its own kills as timeout or hang.
+        The engine not installed comes first: no configuration can start then (``not_installed``). Then the log
+        decides when it names a cause. Otherwise a SIGKILL (-9, or 137 through a shell) means the kernel's OOM killer:
+        autotune stops servers with SIGTERM first, and reports its own kills as timeout or hang.
         """
+        if self.not_installed(returncode, log_tail):
+            return FailureKind.NOT_INSTALLED
         for kind, pattern in self.failure_patterns + COMMON_FAILURE_PATTERNS:
             if pattern.search(log_tail):
                 return kind
         if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
             return FailureKind.OOM
         return FailureKind.CRASH
+
+    def not_installed(self, returncode: int | None, log_tail: str) -> bool:
+        """Whether a failed start says the engine itself is missing here: its program was not found or cannot be
+        executed (exit 127 or 126, as a shell says "command not found" or "exec format error"; autotune's launch says
+        the same when it cannot execute the program), or its own package cannot be imported (``No module named
+        'sglang'``, ``python: No module named sglang.launch_server``). A module of another package (an attention
+        kernel, a quantisation library) is a property of the configuration that needs it, not this."""
+        if returncode in _NOT_EXECUTABLE:
+            return True
+        own = {name for name in (self.package, (self.module or "").partition(".")[0]) if name}
+        return any(missing.partition(".")[0] in own for missing in _MISSING_MODULE.findall(log_tail))
 
     def command_spec(self, config: ServerConfig, port: int | None = None, host: str = "127.0.0.1") -> LaunchSpec:
         """The command a user runs for ``config`` (the launch itself, except where a simulator stands in)."""

@@ -81,6 +81,7 @@ class SglangEngine(Engine):
     default_executable = ("python3", "-m", "sglang.launch_server")
     default_version = "0.5.23"
     image = ContainerImage("lmsysorg/sglang:v{version}")
+    package = "sglang"
     unsupported_knobs = {"tokenizer_mode": "SGLang has no tokenizer-mode flag", **transformers_only_knobs("SGLang")}
     failure_patterns = _patterns(
         (FailureKind.OOM, r"Not enough memory\. Please try to increase --mem-fraction-static"),
@@ -110,12 +111,6 @@ class SglangEngine(Engine):
 
     def gpus_used(self, config: ServerConfig) -> int:
         return _gpus(config)
-
-    def version_argv(self) -> list[str]:
-        # launch_server has no --version; the interpreter that runs it knows the package's
-        if len(self.executable) >= 3 and self.executable[1] == "-m":
-            return [self.executable[0], "-c", "import sglang; print(sglang.__version__)"]
-        return super().version_argv()
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, renamed = config, version >= _RENAMES_SINCE

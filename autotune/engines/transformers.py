@@ -44,6 +44,7 @@ class TransformersEngine(Engine):
     default_executable = ("transformers",)
     default_version = "5.17.0"
     image = None  # no official image runs `transformers serve`: the command runs on the node
+    package, pip_requirement = "transformers", "transformers[serving]"
     readiness_path = "/health"
     request_extensions = frozenset()
     chat_length_field = "max_tokens"  # 5.19 logs "Ignoring unsupported fields ... 'max_completion_tokens'"
@@ -83,6 +84,8 @@ class TransformersEngine(Engine):
     )
 
     def version_argv(self) -> list[str]:
+        if self.module is not None:
+            return super().version_argv()
         return [*self.executable, "version"]  # `transformers version` prints it; there is no --version
 
     def failed_while_alive(self, log: str) -> str | None:

@@ -53,6 +53,7 @@ class TrtllmEngine(Engine):
     default_executable = ("trtllm-serve",)
     default_version = "1.2.0"
     image = ContainerImage("nvcr.io/nvidia/tensorrt-llm/release:{version}")
+    package, pip_requirement = "tensorrt_llm", "tensorrt-llm"
     unsupported_knobs = {
         "served_model_name": "trtllm-serve has no served-model-name flag; clients use the model path",
         "dcp": "TRT-LLM has no decode context parallelism knob",

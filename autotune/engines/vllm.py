@@ -74,6 +74,7 @@ class VllmEngine(Engine):
     default_executable = ("vllm",)
     default_version = "0.33.0"
     image = ContainerImage("vllm/vllm-openai:v{version}", entrypoint=("vllm", "serve"))
+    package = "vllm"
     api_key_env = "VLLM_API_KEY"
     unsupported_knobs = {
         "prefill_attention_backend": "vLLM has one attention backend for prefill and decode; use attention_backend",

@@ -1,0 +1,28 @@
+"""Shortening text for a line or a stored attribute: one rule everywhere a reason is cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ELLIPSIS = "…"
+
+
+def shorten(text: str, limit: int, full_text_at: str | Path | None = None) -> str:
+    """``text`` on one line in at most ``limit`` characters (whitespace runs become one space), cut after its last
+    whole word with "…"; a single word longer than half the limit is cut inside (a path, a hash). When it was cut,
+    ``full_text_at`` (where the whole text is, e.g. a server log) follows: ``… (full text: PATH)``.
+
+    Args:
+        text: the text, e.g. a failure reason taken from an engine's log.
+        limit: the most characters kept of ``text`` (the pointer to the full text comes on top).
+        full_text_at: where the reader finds the text uncut; said only when something was cut.
+    """
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    room = max(1, limit - len(ELLIPSIS))
+    head = line[: room + 1]  # one more: a word that ends exactly at the limit is kept whole
+    space = head.rfind(" ")
+    head = head[:space] if space >= limit // 2 else line[:room]
+    cut = head.rstrip(" ,;:([{'\"") + ELLIPSIS
+    return f"{cut} (full text: {full_text_at})" if full_text_at else cut
