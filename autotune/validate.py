@@ -7,6 +7,13 @@ a repeat). Per configuration and workload: the mean and its interval (Student t,
 default, or 99%). The gain's interval is Welch's interval of the difference of the means, divided by the reference
 mean; a gain whose interval contains 0 is marked "within noise", otherwise "real". At 95%, a configuration compared
 with itself is called "real" about 1 time in 20; at 99%, 1 in 100, with wider intervals.
+
+Load and SLOs. A study measures each configuration at several loads (``max_concurrency``, ``request_rate``) and keeps
+the best load that meets its SLOs (``autotune.sweep``); the comparison it reports is between configurations at their
+chosen loads. So each configuration is validated at its study's chosen load (a ``Contender``), on every workload of
+the suite (a workload that sets its own load keeps it), and the study's SLOs are judged on each side's means: a side
+that misses one is shown as missing it, whatever its throughput. The gain is in the study's first objective metric,
+signed so that + is better in its direction.
 """
 
 from __future__ import annotations
@@ -14,15 +21,16 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError
 from autotune.launch import LaunchFailed, launch_for
 from autotune.models import resolve_model
 from autotune.objective import anchored_paths, engine_for
-from autotune.space import SearchSpace, Workload
+from autotune.space import Objective, SearchSpace, Workload
 
 # The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
 SEED_SUITE = (("random 128/4", 128, 4, 1000), ("random 2000/100", 2000, 100, 500), ("random 4000/200", 4000, 200, 500),
@@ -42,6 +50,55 @@ METRICS = ("total_token_throughput", "output_throughput", "mean_tpot_ms", "mean_
 class NamedWorkload:
     name: str
     workload: Workload
+    keeps_load: bool = False  # it sets its own max_concurrency or request_rate: both sides are measured at that
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A configuration to measure, at the load its study chose for it (what the client sends: ``max_concurrency``,
+    ``request_rate``; empty: the workload as written), and where it comes from (``trial 7 (best)``)."""
+
+    config: ServerConfig
+    load: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def workload(self, named: NamedWorkload, repeat: int) -> Workload:
+        """``named``'s workload at this contender's load, its prompts seeded for ``repeat``."""
+        load = {} if named.keeps_load else self.load
+        return named.workload.model_copy(update=load | {"seed": named.workload.seed + repeat})
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where validation is: ``done`` of ``total`` measurements finished; now repeat ``repeat`` of ``label``, launching
+    (``workload`` None) or measuring ``workload``."""
+
+    done: int
+    total: int
+    repeat: int
+    repeats: int
+    label: str
+    workload: str | None
+
+    def text(self) -> str:
+        doing = f"measuring {self.workload}" if self.workload is not None else "launching"
+        return f"repeat {self.repeat}/{self.repeats}, {self.label}: {doing}"
+
+
+def load_text(load: dict[str, Any]) -> str:
+    """``max_concurrency=32``, or what an empty load means."""
+    return ", ".join(f"{name}={value}" for name, value in load.items()) or "the workload's own load"
+
+
+def slo_misses(means: dict[str, float], slo: dict[str, float]) -> dict[str, float]:
+    """The SLO metrics whose mean is over its limit (or was never measured: NaN), with the mean."""
+    return {metric: means.get(metric, math.nan) for metric, limit in slo.items()
+            if not means.get(metric, math.nan) <= limit}  # fmt: skip
+
+
+def misses_text(misses: dict[str, float], slo: dict[str, float]) -> str:
+    """``p99_tpot_ms 63.2 > 50``, one per missed SLO."""
+    return ", ".join(f"{metric} {value:.1f} > {slo[metric]:g}" for metric, value in misses.items())
 
 
 def seed_suite(space: SearchSpace, context: int | None) -> list[NamedWorkload]:
@@ -93,50 +150,73 @@ def welch_difference(a: list[float], b: list[float], confidence: float = 0.95) -
     return diff, t_quantile(df, confidence) * math.sqrt(va + vb)
 
 
-def measure(space: SearchSpace, config: ServerConfig, suite: list[NamedWorkload], repeat: int, workdir: Path) -> dict:
-    """One launch of ``config`` (or one in-process simulation), every workload of the suite: results by workload."""
-    engine = engine_for(space, config.engine)
-    config = anchored_paths(config)
-    seeded = {nw.name: nw.workload.model_copy(update={"seed": nw.workload.seed + repeat}) for nw in suite}
+def measure(space: SearchSpace, contender: Contender, suite: list[NamedWorkload], repeat: int, workdir: Path,
+            on_workload: Callable[[str | None], None] = lambda _: None) -> dict:  # fmt: skip
+    """One launch of the contender's configuration (or one in-process simulation), every workload of the suite at
+    the contender's load: results by workload. ``on_workload`` hears None before the launch, then each workload's
+    name before it is measured."""
+    engine = engine_for(space, contender.config.engine)
+    config = anchored_paths(contender.config)
+    on_workload(None)
     with launch_for(engine, config, workdir, space.stall_timeout_s, space.workload.headers) as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)
-            return {name: launch.measure(workload) for name, workload in seeded.items()}
+            results = {}
+            for named in suite:
+                on_workload(named.name)
+                results[named.name] = launch.measure(contender.workload(named, repeat))
+            return results
         except LaunchFailed as exc:
             log = f"; log: {launch.log_path}" if launch.log_path.exists() else ""
             raise AutotuneError(f"{config.engine} failed during validation ({exc}){log}") from None
 
 
-def validate(space: SearchSpace, reference: ServerConfig, candidates: dict[str, ServerConfig],
-             suite: list[NamedWorkload], repeats: int, workdir: Path, confidence: float = 0.95,
-             on_step: Callable[[str], None] = lambda _: None) -> list[dict]:  # fmt: skip
-    """Measure the reference and each candidate ``repeats`` times, alternating; one row per candidate and workload,
-    with intervals at ``confidence`` (0.95 or 0.99)."""
-    configs = {"reference": reference, **candidates}
+def validate(space: SearchSpace, reference: Contender, candidates: dict[str, Contender], suite: list[NamedWorkload],
+             repeats: int, workdir: Path, confidence: float = 0.95, on_step: Callable[[Step], None] = lambda _: None,
+             objective: Objective | None = None) -> list[dict]:  # fmt: skip
+    """Measure the reference and each candidate ``repeats`` times, alternating, each at its own load; one row per
+    candidate and workload, with intervals at ``confidence`` (0.95 or 0.99), the gain in ``objective``'s first metric
+    (default: the space's) and its SLOs judged on each side's means."""
+    objective = objective or space.objective
+    contenders = {"reference": reference, **candidates}
+    total = repeats * len(contenders) * len(suite)
+    position = {named.name: i for i, named in enumerate(suite)}
     samples: dict[tuple[str, str], list[dict]] = {}
     for repeat in range(repeats):
-        for index, (label, config) in enumerate(configs.items()):
-            on_step(f"repeat {repeat + 1}/{repeats}: {label}")
-            results = measure(space, config, suite, repeat, workdir / f"{index}-{repeat}")
+        for index, (label, contender) in enumerate(contenders.items()):
+            before = (repeat * len(contenders) + index) * len(suite)  # measurements finished before this launch
+
+            def step(workload: str | None, label: str = label, before: int = before, repeat: int = repeat) -> None:
+                done = before + (position[workload] if workload is not None else 0)
+                on_step(Step(done, total, repeat + 1, repeats, label, workload))
+
+            results = measure(space, contender, suite, repeat, workdir / f"{index}-{repeat}", step)
             for name, result in results.items():
                 samples.setdefault((label, name), []).append(result)
-    return [_row(label, nw.name, samples[("reference", nw.name)], samples[(label, nw.name)], confidence)
+    return [_row(label, nw.name, samples[("reference", nw.name)], samples[(label, nw.name)], confidence, objective)
             for label in candidates for nw in suite]  # fmt: skip
 
 
-def _row(candidate: str, workload: str, reference: list[dict], measured: list[dict], confidence: float) -> dict:
-    row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference), "confidence": confidence}
+def _row(candidate: str, workload: str, reference: list[dict], measured: list[dict], confidence: float,
+         objective: Objective) -> dict:  # fmt: skip
+    metric = objective.metrics[0]
+    row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference), "confidence": confidence,
+                 "metric": metric.name, "direction": metric.direction, "slo": dict(objective.slo)}  # fmt: skip
+    shown = dict.fromkeys((*METRICS, metric.name, *objective.slo))
     for label, results in (("reference", reference), ("candidate", measured)):
-        for metric in METRICS:
-            values = [r[metric] for r in results if r.get("completed")]
+        for name in shown:
+            values = [r[name] for r in results if r.get("completed") and r.get(name) is not None]
             mean, half = mean_interval(values, confidence) if values else (math.nan, math.inf)
-            row[f"{label}_{metric}"], row[f"{label}_{metric}_ci"] = mean, half
+            row[f"{label}_{name}"], row[f"{label}_{name}_ci"] = mean, half
         row[f"{label}_failed"] = sum(r.get("failed", 0) for r in results)
-    a = [r["total_token_throughput"] for r in reference]
-    b = [r["total_token_throughput"] for r in measured]
-    row["reference_samples"], row["candidate_samples"] = a, b  # total tok/s of each repeat: the evidence itself
+        row[f"{label}_slo_misses"] = slo_misses({m: row[f"{label}_{m}"] for m in objective.slo}, objective.slo)
+    row["slo_met"] = not (row["reference_slo_misses"] or row["candidate_slo_misses"])
+    a = [r.get(metric.name, math.nan) for r in reference]
+    b = [r.get(metric.name, math.nan) for r in measured]
+    row["reference_samples"], row["candidate_samples"] = a, b  # the metric of each repeat: the evidence itself
     diff, half = welch_difference(a, b, confidence)
     base = statistics.fmean(a)
-    row["gain_pct"], row["gain_ci_pct"] = 100 * diff / base, 100 * half / base
+    better = diff if metric.direction == "maximize" else -diff
+    row["gain_pct"], row["gain_ci_pct"] = 100 * better / base, 100 * half / base
     row["verdict"] = "within noise" if abs(diff) <= half else "real"
     return row

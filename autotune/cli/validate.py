@@ -1,10 +1,12 @@
 """``autotune study validate NAME``: the reference (best baseline) against the candidate (the best trial) on a workload
-suite, with repeats and intervals (method: autotune/validate.py)."""
+suite, each at the load its study chose, with repeats, intervals and the study's SLOs (method: autotune/validate.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +15,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from autotune.cli.command import parse_assignments
@@ -21,9 +24,21 @@ from autotune.config import ServerConfig
 from autotune.errors import UsageError
 from autotune.ranking import best_of, best_trial, maximizes
 from autotune.settings import Settings
-from autotune.space import SearchSpace, Workload
+from autotune.space import Objective, SearchSpace, Workload
 from autotune.spacefile import load_space
-from autotune.validate import CONFIDENCES, NamedWorkload, context_of, seed_suite, validate
+from autotune.validate import (
+    CONFIDENCES,
+    Contender,
+    NamedWorkload,
+    Step,
+    context_of,
+    load_text,
+    misses_text,
+    seed_suite,
+    validate,
+)
+
+_LOAD_KEYS = ("max_concurrency", "request_rate")  # a workload in a --workloads file that sets one keeps its own load
 
 
 def validate_command(
@@ -31,7 +46,10 @@ def validate_command(
     storage: StorageOpt = None,
     workloads: Annotated[
         Path | None,
-        typer.Option(help="YAML list of workloads instead of the six: each a mapping of workload keys plus `name`"),
+        typer.Option(
+            help="YAML list of workloads instead of the six: each a mapping of workload keys plus `name` "
+            "(one that sets max_concurrency or request_rate is measured at that load for both)"
+        ),
     ] = None,
     repeats: Annotated[
         int, typer.Option(min=2, help="launches of each configuration (at least 2, for an interval)")
@@ -46,30 +64,74 @@ def validate_command(
 ) -> None:
     """Measure the reference and the candidate with repeats on six workloads: the space's own, then random prompts of
     128/4, 2000/100, 4000/200, 32000/100 and 1000/2000 input/output tokens (shortened to fit the context; prompt
-    counts scaled by the space's num_prompts / 1000). Prints a table with intervals, marking gains within noise, and
-    saves studies/NAME/validate.json."""
+    counts scaled by the space's num_prompts / 1000). Each configuration is measured at the load its study chose for
+    it (its max_concurrency / request_rate), and the study's SLOs are judged on the means: a miss is shown. Prints a
+    table with intervals, marking gains within noise, and saves studies/NAME/validate.json."""
     if confidence not in CONFIDENCES:
         raise UsageError(f"--confidence {confidence}: expected one of {', '.join(map(str, CONFIDENCES))}")
     study = load_study(study_name, storage)
     name = study.study_name
     space = _space_of(study)
-    configs = {"reference": _config(study, space, reference), "candidate": _config(study, space, candidate)}
+    contenders = {"reference": _contender(study, space, reference), "candidate": _contender(study, space, candidate)}
     if set_:
-        configs["candidate"] = ServerConfig.model_validate(configs["candidate"].model_dump() | parse_assignments(set_))
-    suite = _workloads(workloads) if workloads else seed_suite(space, context_of(configs["reference"]))
+        changed = ServerConfig.model_validate(contenders["candidate"].config.model_dump() | parse_assignments(set_))
+        contenders["candidate"] = Contender(changed, contenders["candidate"].load,
+                                            f"{contenders['candidate'].source} with --set")  # fmt: skip
+    suite = _workloads(workloads) if workloads else seed_suite(space, context_of(contenders["reference"].config))
+    objective = _objective(study, space)
     console = Console(stderr=True)
+    console.print(_plan(contenders, objective, len(suite), repeats), highlight=False, soft_wrap=True)
     workdir = Settings().studies_dir / name / "validate"
-    with console.status("validating") as status:
-        rows = validate(space, configs["reference"], {"candidate": configs["candidate"]}, suite, repeats, workdir,
-                        confidence, lambda step: status.update(f"validating: {step}"))  # fmt: skip
+    with _progress(console) as on_step:
+        rows = validate(space, contenders["reference"], {"candidate": contenders["candidate"]}, suite, repeats,
+                        workdir, confidence, on_step, objective)  # fmt: skip
     (Settings().studies_dir / name).mkdir(parents=True, exist_ok=True)
     record = {"study": name, "simulated": space.simulate is not None, "repeats": repeats,
-              "reference": configs["reference"].knobs(), "candidate": configs["candidate"].knobs(), "rows": rows}  # fmt: skip
+              "metric": objective.metrics[0].name, "slo": dict(objective.slo)}  # fmt: skip
+    for label, contender in contenders.items():
+        record |= {
+            label: contender.config.knobs(),
+            f"{label}_load": contender.load,
+            f"{label}_source": contender.source,
+        }
+    record["rows"] = rows
     (Settings().studies_dir / name / "validate.json").write_text(json.dumps(record, indent=1, default=str))
     if as_json:
         print(json.dumps(record, indent=1, default=str))
         return
-    Console(width=max(Console().width, 140)).print(_table(rows, "SIMULATED " if space.simulate else "", confidence))
+    table = _table(rows, "SIMULATED " if space.simulate else "", confidence, contenders, objective)
+    Console(width=max(Console().width, 140)).print(table)
+
+
+def _plan(contenders: dict[str, Contender], objective: Objective, workloads: int, repeats: int) -> str:
+    """One line: what is compared, at which loads, under which SLOs, and how many measurements that takes."""
+    sides = ", ".join(f"{label} {c.source} at {load_text(c.load)}" for label, c in contenders.items())
+    slo = ", ".join(f"{metric} ≤ {limit:g}" for metric, limit in objective.slo.items()) or "none"
+    return (f"validate: {sides}; SLOs: {slo}; {workloads} workload(s) × {repeats} repeats × {len(contenders)} "
+            f"configurations")  # fmt: skip
+
+
+@contextlib.contextmanager
+def _progress(console: Console) -> Iterator[Callable[[Step], None]]:
+    """A live progress bar on a terminal; one plain line per launch and per workload measured otherwise."""
+    if not console.is_terminal:
+        yield lambda step: console.print(f"validate [{step.done}/{step.total} done] {step.text()}", highlight=False,
+                                         soft_wrap=True)  # fmt: skip
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("validating", total=None)
+
+        def show(step: Step) -> None:
+            progress.update(task, description=step.text(), completed=step.done, total=step.total)
+
+        yield show
+
+
+def _objective(study: optuna.Study, space: SearchSpace) -> Objective:
+    """The study's objective and SLOs as it was run (stored at its creation), else the space file's."""
+    stored = study.user_attrs.get("objective")
+    return Objective.model_validate(stored) if stored else space.objective
 
 
 def _space_of(study: optuna.Study) -> SearchSpace:
@@ -79,8 +141,9 @@ def _space_of(study: optuna.Study) -> SearchSpace:
     return load_space(Path(path))
 
 
-def _config(study: optuna.Study, space: SearchSpace, which: str) -> ServerConfig:
-    """The configuration of a trial, rebuilt from the space (secrets included, unlike the stored copy)."""
+def _contender(study: optuna.Study, space: SearchSpace, which: str) -> Contender:
+    """The configuration of a trial, rebuilt from the space (secrets included, unlike the stored copy), at the load the
+    trial's sweep chose; a trial that served no load is measured at the space's default load."""
     trials = study.get_trials(deepcopy=False)
     if which == "best":
         trial = best_trial(study)
@@ -92,27 +155,47 @@ def _config(study: optuna.Study, space: SearchSpace, which: str) -> ServerConfig
         raise UsageError(f"{which!r}: expected best, baseline or a trial number below {len(trials)}")
     if trial is None:
         raise UsageError(f"study {study.study_name!r} has no feasible {which} trial to validate")
-    return space.point_from_params(trial.params).server
+    point = space.point_from_params(trial.params)
+    role = "" if which.isdigit() else f" ({which})"
+    if "load" in trial.user_attrs:
+        return Contender(point.server, dict(trial.user_attrs["load"]), f"trial {trial.number}{role}")
+    return Contender(point.server, dict(point.client), f"trial {trial.number}{role}, which served no load")
 
 
 def _workloads(path: Path) -> list[NamedWorkload]:
     try:
         items = yaml.safe_load(path.read_text())
-        return [NamedWorkload(item.pop("name"), Workload.model_validate(item)) for item in items]
+        return [NamedWorkload(item.pop("name"), Workload.model_validate(item), any(k in item for k in _LOAD_KEYS))
+                for item in items]  # fmt: skip
     except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValidationError) as exc:
         raise UsageError(f"{path}: not a YAML list of workloads with names ({exc}); fix: see README") from None
 
 
-def _table(rows: list[dict], simulated: str, confidence: float) -> Table:
-    title = f"{simulated}reference vs candidate: total tok/s and mean TPOT (mean ± {confidence:.0%} interval)"
-    table = Table(title=title)
-    for column in ("workload", "reference tok/s", "TPOT ms", "candidate tok/s", "TPOT ms", "gain", "verdict"):
-        table.add_column(column, justify="left" if column in ("workload", "verdict") else "right")
+def _table(rows: list[dict], simulated: str, confidence: float, contenders: dict[str, Contender],
+           objective: Objective) -> Table:  # fmt: skip
+    metric = objective.metrics[0].name
+    latency = next(iter(objective.slo), "mean_tpot_ms")  # the first SLO's metric, else mean TPOT
+    short = {"total_token_throughput": "tok/s", "output_throughput": "output tok/s"}.get(metric, metric)
+    title = f"{simulated}reference vs candidate: {short} and {latency} (mean ± {confidence:.0%} interval)"
+    caption = "; ".join(f"{label}: {c.source} at {load_text(c.load)}" for label, c in contenders.items())
+    slo = ", ".join(f"{m} ≤ {limit:g}" for m, limit in objective.slo.items())
+    table = Table(title=title, caption=f"{caption}; SLOs: {slo or 'none'}")
+    for column in ("workload", f"reference {short}", latency, f"candidate {short}", latency, "gain", "verdict", "SLOs"):
+        table.add_column(column, justify="left" if column in ("workload", "verdict", "SLOs") else "right")
     for row in rows:
-        table.add_row(row["workload"], _pm(row, "reference_total_token_throughput"), _pm(row, "reference_mean_tpot_ms"),
-                      _pm(row, "candidate_total_token_throughput"), _pm(row, "candidate_mean_tpot_ms"),
-                      f"{row['gain_pct']:+.2f}% ± {row['gain_ci_pct']:.2f}", row["verdict"])  # fmt: skip
+        table.add_row(row["workload"], _pm(row, f"reference_{metric}"), _pm(row, f"reference_{latency}"),
+                      _pm(row, f"candidate_{metric}"), _pm(row, f"candidate_{latency}"),
+                      f"{row['gain_pct']:+.2f}% ± {row['gain_ci_pct']:.2f}", row["verdict"], _slo_cell(row))  # fmt: skip
     return table
+
+
+def _slo_cell(row: dict) -> str:
+    """'met', 'none', or who misses which SLO: the gain of a side that misses one is not the study's gain."""
+    if not row["slo"]:
+        return "none"
+    misses = [f"{label} misses {misses_text(row[f'{label}_slo_misses'], row['slo'])}"
+              for label in ("reference", "candidate") if row[f"{label}_slo_misses"]]  # fmt: skip
+    return "[red]" + "; ".join(misses) + "[/]" if misses else "met"
 
 
 def _pm(row: dict, key: str) -> str:

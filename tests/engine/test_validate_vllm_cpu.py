@@ -13,7 +13,7 @@ import pytest
 
 from autotune.space import Workload
 from autotune.spacefile import load_space
-from autotune.validate import NamedWorkload, validate, welch_difference
+from autotune.validate import Contender, NamedWorkload, validate, welch_difference
 from tests.conftest import SPACES
 
 pytestmark = pytest.mark.engine
@@ -22,9 +22,12 @@ pytestmark = pytest.mark.engine
 def test_itself_within_noise_and_a_real_knob_real(vllm_cpu_python, tmp_path) -> None:
     space = load_space(SPACES / "vllm-cpu-tiny.yaml")
     reference = space.default_point("vllm").server.model_copy(update={"max_num_seqs": 2})
-    candidates = {"itself": reference, "max_num_seqs 64": reference.model_copy(update={"max_num_seqs": 64})}
+    candidates = {
+        "itself": Contender(reference),
+        "max_num_seqs 64": Contender(reference.model_copy(update={"max_num_seqs": 64})),
+    }
     suite = [NamedWorkload("tiny 128/32", Workload(dataset="random", input_len=128, output_len=32, num_prompts=96))]
-    rows = {row["candidate"]: row for row in validate(space, reference, candidates, suite, 4, tmp_path)}
+    rows = {row["candidate"]: row for row in validate(space, Contender(reference), candidates, suite, 4, tmp_path)}
     for row in rows.values():
         print({k: v for k, v in row.items() if "total" in k or "gain" in k or "samples" in k or k == "verdict"})
         assert row["repeats"] == 4 and row["reference_failed"] == row["candidate_failed"] == 0
