@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from autotune.errors import UsageError
 from autotune.server import gpu_memory_used
@@ -35,6 +36,14 @@ _WAIT_POLL_S = 0.2
 _PATIENCE_TRIALS = 8
 _MIN_PATIENCE_S = 60.0
 _ENDING_FRACTION = 0.1
+
+
+class Clock(Protocol):
+    """What a lease reads the time from and waits with: the ``time`` module itself, or a test's controlled clock."""
+
+    def time(self) -> float: ...
+    def monotonic(self) -> float: ...
+    def sleep(self, seconds: float, /) -> None: ...
 
 
 def parse_gpus(spec: str) -> tuple[str, ...]:
@@ -56,10 +65,11 @@ def parse_gpus(spec: str) -> tuple[str, ...]:
 
 
 class GpuPool:
-    """The GPUs a worker may use, leased per trial. ``lock_dir`` is shared by every worker of the node."""
+    """The GPUs a worker may use, leased per trial. ``lock_dir`` is shared by every worker of the node; ``clock``
+    times the patience and the leases' ages and waits between polls (a test controls it)."""
 
-    def __init__(self, gpus: tuple[str, ...], lock_dir: Path) -> None:
-        self.gpus, self.lock_dir = gpus, lock_dir
+    def __init__(self, gpus: tuple[str, ...], lock_dir: Path, clock: Clock = time) -> None:
+        self.gpus, self.lock_dir, self.clock = gpus, lock_dir, clock
         self.queue_lock = lock_dir / "queue.lock"  # held to take GPUs: one trial at a time looks and takes
         lock_dir.mkdir(parents=True, exist_ok=True)
 
@@ -70,18 +80,18 @@ class GpuPool:
         if count > len(self.gpus):
             raise ValueError(f"needs {count} GPUs, the worker has {len(self.gpus)} ({','.join(self.gpus)})")
         patience_s = max(_MIN_PATIENCE_S, _PATIENCE_TRIALS * (typical_trial_s or 0.0))
-        held, waiting_since = None, time.monotonic()
+        held, waiting_since = None, self.clock.monotonic()
         with self._waiting(count):
-            while held is None and time.monotonic() - waiting_since < patience_s:  # smaller trials may pass
+            while held is None and self.clock.monotonic() - waiting_since < patience_s:  # smaller trials may pass
                 with _locked(self.queue_lock):
                     held = self._take(count, typical_trial_s, step_aside=True)
                 if held is None:
-                    time.sleep(_WAIT_POLL_S)
+                    self.clock.sleep(_WAIT_POLL_S)
             if held is None:
                 with _locked(self.queue_lock):  # then no trial starts before this one: it cannot starve
                     held = self._take(count)
                     while held is None:
-                        time.sleep(_WAIT_POLL_S)
+                        self.clock.sleep(_WAIT_POLL_S)
                         held = self._take(count)
         try:
             yield tuple(gpu for gpu, _ in held)
@@ -101,7 +111,7 @@ class GpuPool:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                if step_aside and _about_to_end(handle, typical_trial_s):
+                if step_aside and _about_to_end(handle, typical_trial_s, self.clock.time()):
                     ending += 1
                 handle.close()
                 continue
@@ -114,7 +124,7 @@ class GpuPool:
                 handle.close()
             for _, handle in held[:count]:
                 handle.truncate(0)
-                handle.write(f"{time.time():.3f}")  # when this lease started, for the others' estimate above
+                handle.write(f"{self.clock.time():.3f}")  # when this lease started, for the others' estimate above
                 handle.flush()
             return held[:count]
         for _, handle in held:
@@ -156,13 +166,13 @@ class GpuPool:
         return sizes
 
 
-def _about_to_end(handle, typical_trial_s: float | None) -> bool:
-    """Whether the lease whose GPU lock file this is has run about a typical trial's length."""
+def _about_to_end(handle, typical_trial_s: float | None, now: float) -> bool:
+    """Whether the lease whose GPU lock file this is has run about a typical trial's length at ``now``."""
     if not typical_trial_s:
         return False
     handle.seek(0)
     try:
-        age = time.time() - float(handle.read())
+        age = now - float(handle.read())
     except ValueError:  # taken by an older autotune, or being written
         return False
     return abs(age - typical_trial_s) <= _ENDING_FRACTION * typical_trial_s

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from autotune import __version__
 from autotune.cli import app
 from tests.conftest import REPO, SPACES
-from tests.study.conftest import POSTGRES, autotune
+from tests.study.conftest import POSTGRES, autotune, postgres_or_skip
 
 runner = CliRunner()
 
@@ -190,6 +190,8 @@ def test_doctor_on_the_quickstart_lists_gpus_extras_and_storage(tmp_path) -> Non
     ("storage", "ok"), [(POSTGRES, True), ("postgresql+psycopg://postgres@127.0.0.1:1/none", False)]
 )
 def test_doctor_says_whether_autotune_storage_is_reachable(tmp_path, storage, ok) -> None:
+    if ok:
+        postgres_or_skip()
     env = _clean_env(AUTOTUNE_STORAGE=storage, AUTOTUNE_STUDIES_DIR=str(tmp_path / "studies"))
     done = subprocess.run([sys.executable, "-m", "autotune", "doctor", "--json"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -75,17 +73,16 @@ def test_gpu_memory_is_read_by_index(fake_gpus) -> None:
 
 
 def test_waits_until_the_launchs_memory_is_released(fake_gpus) -> None:
-    # GPU 1 is another tenant's (held before the launch too): not ours to wait for
-    fake_gpus.write_text("0, 130000\n1, 50000\n")
-    before = {"0": 400, "1": 50000}
-    release = threading.Timer(1.0, lambda: fake_gpus.write_text("0, 600\n1, 50000\n"))
-    release.start()
-    started = time.monotonic()
-    try:
-        assert wait_gpus_released(before, timeout_s=30)
-    finally:
-        release.cancel()
-    assert time.monotonic() - started >= 0.9  # it did wait for GPU 0
+    # GPU 1 is another tenant's (held before the launch too): not ours to wait for; GPU 0 is freed at the 4th reading
+    readings = ["0, 130000\n1, 50000\n"] * 3 + ["0, 600\n1, 50000\n"]
+    calls = fake_gpus.parent / "calls"
+    for number, reading in enumerate(readings, 1):
+        Path(f"{fake_gpus}.{number}").write_text(reading)
+    tool = fake_gpus.parent / "bin" / "nvidia-smi"  # the n-th call reports reading n (the last one from then on)
+    tool.write_text(f"#!/bin/sh\necho x >> {calls}\nn=$(wc -l < {calls})\n"
+                    f"[ $n -gt {len(readings)} ] && n={len(readings)}\ncat {fake_gpus}.$n\n")  # fmt: skip
+    assert wait_gpus_released({"0": 400, "1": 50000}, timeout_s=300)
+    assert len(calls.read_text().splitlines()) == 4  # it waited through the 3 readings with GPU 0 held, no longer
 
 
 def test_memory_never_released_is_reported_not_waited_forever(fake_gpus, caplog) -> None:

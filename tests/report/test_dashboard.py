@@ -76,6 +76,7 @@ def test_a_trial_note_names_the_rule_that_rejected_it_and_the_error_line_of_a_cr
 
 
 def test_dashboard_without_study_is_a_clear_error(tmp_path) -> None:
+    pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (without it the error is the install hint)")
     done = subprocess.run([sys.executable, "-m", "autotune", "dashboard", "--study", "nope"], cwd=REPO, capture_output=True,
                           text=True, env=os.environ | {"AUTOTUNE_STUDIES_DIR": str(tmp_path)}, timeout=60)  # fmt: skip
     assert done.returncode == 2 and done.stderr.startswith("autotune: error: no artifacts at")

@@ -50,7 +50,8 @@ def studies(tmp_path: Path) -> Path:
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-def _postgres_or_skip() -> None:
+def postgres_or_skip() -> None:
+    """Skip the calling test, with the reason, where PostgreSQL (or psycopg) is not there to test against."""
     try:
         import psycopg
 
@@ -62,7 +63,7 @@ def _postgres_or_skip() -> None:
 @pytest.fixture
 def pg_study():
     """A fresh study name on the PostgreSQL server (skipped where it is not reachable), deleted afterwards."""
-    _postgres_or_skip()
+    postgres_or_skip()
     name = f"study-{uuid.uuid4().hex[:8]}"
     yield name
     optuna.delete_study(study_name=name, storage=POSTGRES)

@@ -12,6 +12,7 @@ import time
 import httpx
 
 from autotune.server import free_port, group_alive, group_record, recorded_group_alive
+from autotune.study import open_storage
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
 
@@ -46,14 +47,14 @@ def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> No
     server = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **best["launch"]["env"]}, start_new_session=True,
                               cwd=tmp_path)  # fmt: skip
     try:
-        for _ in range(50):
+        deadline = time.monotonic() + 120  # waits for the server to answer; a guard against a hang, not a timing
+        while True:
             try:
                 assert httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"][0]["id"] == "tiny"
                 break
             except httpx.HTTPError:
+                assert server.poll() is None and time.monotonic() < deadline, "the exported command did not serve"
                 time.sleep(0.2)
-        else:
-            raise AssertionError("the exported command did not start a server")
     finally:
         server.kill()
         server.wait()
@@ -92,7 +93,7 @@ def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, s
     tuner.wait()
     assert orphan, "never saw a running engine after a completed trial"
     assert group_alive(orphan)
-    time.sleep(4)  # past the heartbeat grace period (3 × 1 s)
+    _wait_until_stale(studies)  # the event the next run acts on: the killed tuner's trial has no live heartbeat
     done = autotune("study", "run", str(space), "--n-trials", "5", "--executable", ENGINE, studies=studies)
     assert done.returncode == 0, done.stderr
     assert not group_alive(orphan)
@@ -101,6 +102,17 @@ def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, s
     assert all(by_number[number]["values"] == values for number, values in completed_before)  # nothing lost
     assert [t["state"] for t in trials].count("FAIL") == 1  # the interrupted trial, retried as a new one
     assert sum(t["state"] in ("COMPLETE", "PRUNED") for t in trials) == 5
+
+
+def _wait_until_stale(studies) -> None:
+    """Wait until the storage counts a running trial as stale (its last heartbeat older than the grace period that
+    `study run` gives its storage), so that the next run must find it."""
+    storage = open_storage(f"sqlite:///{studies}/scripted.db", heartbeat_s=1)  # as AUTOTUNE_HEARTBEAT_S=1 opens it
+    study_id = storage.get_study_id_from_name("scripted")
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing
+    while not storage._get_stale_trial_ids(study_id):
+        assert time.monotonic() < deadline, "the killed tuner's trial never became stale"
+        time.sleep(0.2)
 
 
 def _trials(studies) -> list:
@@ -130,10 +142,11 @@ def test_engine_dying_mid_benchmark_is_a_crash_and_the_study_goes_on(tmp_path, s
 def test_never_ready_is_a_timeout_and_is_killed(tmp_path, studies) -> None:
     space = write_space(tmp_path, env={"SCRIPTED_NEVER_READY": "1"}, startup_timeout_s=2,
                         params={"max_num_seqs": {"choices": [2, 8], "default": 2}})  # fmt: skip
-    started = time.monotonic()
     done = autotune("study", "run", str(space), "--n-trials", "2", "--executable", ENGINE, studies=studies)
-    assert done.returncode == 1 and time.monotonic() - started < 60
+    assert done.returncode == 1
     assert [t["failure_kind"] for t in show("scripted", studies)["trials"]] == ["timeout", "timeout"]
+    engines = [t.user_attrs["engine_process"] for t in _trials(studies) if t.user_attrs["launched"]]
+    assert engines and not any(recorded_group_alive(e) for e in engines)  # each launch killed at its timeout
 
 
 def test_ready_but_answering_nothing_is_a_hang_and_is_killed(tmp_path, studies) -> None:
