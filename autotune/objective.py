@@ -241,11 +241,10 @@ class Objective:
             self.env.fail_stale_trials(trial.study)  # a dead worker's trial must not keep us waiting
 
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
-        """An exact duplicate is never launched again: it gets the earlier trial's outcome, and the next empty slot an
-        untried neighbour of the incumbent (``autotune.refine``)."""
+        """An exact duplicate is never launched again: it gets the earlier trial's outcome (and gives its slot back,
+        which ``refine_after_duplicate`` may hand to an untried neighbour: ``autotune.study``)."""
         trial.set_user_attr("outcome", Outcome.DUPLICATE)
         trial.set_user_attr("duplicate_of", previous.number)
-        self._refine(trial)
         for name in ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
                      "total_token_throughput"):  # fmt: skip
             if name in previous.user_attrs:
@@ -256,17 +255,19 @@ class Objective:
             trial.set_constraint(name, value)
         return list(previous.values)
 
-    def _refine(self, trial: optuna.Trial) -> None:
-        incumbent = self._incumbent(trial)
+    def refine_after_duplicate(self, study: optuna.Study) -> None:
+        """After a duplicate: the study's lowest empty slot gets an untried neighbour of the incumbent
+        (``autotune.refine``); called under the slot lock, once the duplicate gave its slot back."""
+        incumbent = self._incumbent(study)
         if incumbent is None or not self.space.search.refine:
             return
-        trials = trial.study.get_trials(deepcopy=False)
+        trials = study.get_trials(deepcopy=False)
         tried = {t.user_attrs.get("config_key") for t in trials}
         tried |= {config_key(self.space.point_from_params(t.system_attrs["fixed_params"])) for t in trials
                   if t.state == optuna.trial.TrialState.WAITING and t.system_attrs.get("fixed_params")}  # fmt: skip
-        neighbour = refine.untried_neighbour(trial.study, self.space, incumbent, tried, config_key)
+        neighbour = refine.untried_neighbour(study, self.space, incumbent, tried, config_key)
         if neighbour is not None:
-            refine.fill_next_slot(trial.study, neighbour, incumbent.number)
+            refine.fill_next_slot(study, neighbour, incumbent.number)
 
     # -- a launch and its sweep ---------------------------------------------------------------------------------
     def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None,
@@ -280,7 +281,7 @@ class Objective:
             trial.set_user_attr("served_by", redact_spec(launch.spec))
         trial.set_user_attr("engine_version", str(engine.version(config)))
         levels = self.space.load_levels(config.engine)
-        incumbent = self._incumbent(trial)
+        incumbent = self._incumbent(trial.study)
         start = (
             levels.index(incumbent.user_attrs["load"])
             if incumbent and incumbent.user_attrs.get("load") in levels
@@ -342,9 +343,9 @@ class Objective:
             finally:
                 trial.set_user_attr("benchmarks", sweep.records())  # as it goes: a pruned trial keeps its levels
 
-    def _incumbent(self, trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
+    def _incumbent(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
         """The study's best feasible trial so far (single-objective studies only)."""
-        best = best_of(trial.study.get_trials(deepcopy=False), self.metrics[0].direction == "maximize")
+        best = best_of(study.get_trials(deepcopy=False), self.metrics[0].direction == "maximize")
         return best if len(self.metrics) == 1 else None
 
     def _typical_trial_s(self, trial: optuna.Trial) -> float | None:

@@ -3,7 +3,8 @@
 The trial budget is a set of WAITING trials ("slots") created with the study: each engine's baseline (its default
 configuration in the space, the seed study's step 1) and N − baselines empty slots the sampler fills. Workers pop
 slots under a lock (a PostgreSQL advisory lock, or a file lock for SQLite), so two workers never make more trials than
-asked. Heartbeats mark a worker's running trial; when a worker dies, the next one to start finds the trial stale,
+asked. The budget counts launches (``autotune.budget``): a trial that launches nothing (a duplicate, a rejection)
+gives its slot back, and a study whose space is exhausted stops with slots left. Heartbeats mark a worker's running trial; when a worker dies, the next one to start finds the trial stale,
 kills the engine process group it left (recorded in the trial), and retries the configuration in a new slot.
 """
 
@@ -34,6 +35,7 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
+from autotune import budget
 from autotune.engines import Engine, broken_rules
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
@@ -49,7 +51,7 @@ log = logging.getLogger(__name__)
 # We drive ask/tell ourselves (to pop slots under a lock) and record heartbeats with our own thread.
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-_READY_ATTR, _BUDGET_ATTR = "autotune_slots_ready", "autotune_n_trials"
+_READY_ATTR = "autotune_slots_ready"
 _READY_WAIT_S = 60.0
 _IDLE_POLL_S = 1.0  # how often a worker with no slot left looks whether the trials still running have ended
 _PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
@@ -62,7 +64,7 @@ class RunOptions:
     name: str
     storage: str
     studies_dir: Path
-    n_trials: int  # the study's budget of trials in all (baselines included), not trials to add
+    n_trials: int  # the study's budget of launches in all (baselines included), not launches to add
     more_trials: int = 0  # instead of n_trials: add this many to the budget an existing study has (else n_trials)
     timeout_s: float | None = None
     seed: int | None = None
@@ -87,9 +89,11 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
         for attempt in range(_CREATE_ATTEMPTS):
             try:
                 return optuna.storages.RDBStorage(url, **kwargs)
-            except sqlalchemy.exc.IntegrityError:
-                # two workers creating the schema of a new database at once: one wins, the other retries
-                if attempt == _CREATE_ATTEMPTS - 1:
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as exc:
+                # two workers creating the schema of a new database at once: one wins, the other retries (SQLite
+                # says "table ... already exists")
+                raced = isinstance(exc, sqlalchemy.exc.IntegrityError) or "already exists" in str(exc)
+                if not raced or attempt == _CREATE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as exc:
@@ -189,7 +193,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         study.enqueue_trial(params, user_attrs={"prior": position, "prior_predicted": predicted, "slot": True})
     for _ in range(options.n_trials - len(engines) - len(priors)):
         study.enqueue_trial({}, user_attrs={"slot": True})
-    study.set_user_attr(_BUDGET_ATTR, options.n_trials)
+    study.set_user_attr(budget.BUDGET_ATTR, options.n_trials)
     study.set_user_attr(_READY_ATTR, True)
     return study
 
@@ -234,12 +238,12 @@ def _wait_ready(study: optuna.Study) -> None:
 
 
 def study_budget(study: optuna.Study) -> int:
-    """The study's budget of trials in all (the slots it has made)."""
-    return study.user_attrs.get(_BUDGET_ATTR, 0)
+    """The study's budget of launches in all (the slots it has made, less those given back)."""
+    return study.user_attrs.get(budget.BUDGET_ATTR, 0)
 
 
 def _top_up(study: optuna.Study, n_trials: int) -> None:
-    """A later run that asks for more trials than the study's budget adds the difference as slots."""
+    """A later run that asks for more launches than the study's budget adds the difference as slots."""
     add_slots(study, [{}] * max(0, n_trials - study_budget(study)))
 
 
@@ -248,7 +252,21 @@ def add_slots(study: optuna.Study, params: list[dict]) -> None:
     for fixed in params:
         study.enqueue_trial(fixed, user_attrs={"slot": True})
     if params:
-        study.set_user_attr(_BUDGET_ATTR, study_budget(study) + len(params))
+        study.set_user_attr(budget.BUDGET_ATTR, study_budget(study) + len(params))
+        budget.mark_raised(study)
+
+
+def _give_back_slot(prepared: PreparedStudy, trial: optuna.trial.FrozenTrial) -> None:
+    """A trial that launched nothing (a duplicate, a rejection) gives its slot back, as an empty slot of the same
+    budget: the budget counts launches. Under the slot lock, where a duplicate's refinement then hands the lowest
+    empty slot to an untried neighbour of the incumbent (no other worker pops it meanwhile)."""
+    if not budget.ended_without_launch(trial):
+        return
+    options = prepared.options
+    with slot_lock(options.storage, options.name, options.studies_dir):
+        prepared.study.enqueue_trial({}, user_attrs={"slot": True, "given_back_by": trial.number})
+        if budget.is_duplicate(trial):
+            prepared.objective.refine_after_duplicate(prepared.study)
 
 
 @contextlib.contextmanager
@@ -314,6 +332,7 @@ class PreparedStudy:
     storage: optuna.storages.RDBStorage
     objective: Objective
     options: RunOptions
+    catalogue: budget.LaunchCatalogue  # the space's launch configurations, to know when every one was tried
 
 
 def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> PreparedStudy:
@@ -332,12 +351,13 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> 
     pool = GpuPool(options.gpus, node_lock_dir(options.studies_dir)) if options.gpus else None
     environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
                                    options.executables or {}, pool, functools.partial(fail_stale_trials, options))  # fmt: skip
-    return PreparedStudy(study, storage, Objective(space, environment), options)
+    return PreparedStudy(study, storage, Objective(space, environment), options, budget.LaunchCatalogue(space))
 
 
 def run_trials(prepared: PreparedStudy,
                on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
-    """Run trials until the study's slots are used up (or the timeout); a SIGTERM stops cleanly."""
+    """Run trials until the study's slots are used up, its space is exhausted (or the timeout); a SIGTERM stops
+    cleanly."""
     study, options = prepared.study, prepared.options
     started = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -345,6 +365,11 @@ def run_trials(prepared: PreparedStudy,
         while options.timeout_s is None or time.monotonic() - started < options.timeout_s:
             if options.budget_node_minutes is not None and node_minutes_spent(study) >= options.budget_node_minutes:
                 log.info("study %s: node-minute budget spent", options.name)
+                break
+            # looked at outside the slot lock (it reads every trial): a worker that pops one more slot meanwhile
+            # finds a duplicate, which launches nothing
+            if (reason := budget.exhausted(study, prepared.catalogue)) is not None:
+                log.info("study %s: space exhausted: %s", options.name, reason)
                 break
             with slot_lock(options.storage, options.name, options.studies_dir):
                 optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
@@ -358,6 +383,7 @@ def run_trials(prepared: PreparedStudy,
                 break
             trial.set_user_attr("worker", WORKER)
             frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
+            _give_back_slot(prepared, frozen)
             if on_trial:
                 on_trial(study, frozen)
     except _Terminated:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune import budget
 from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
@@ -56,12 +57,13 @@ def run(
         int | None,
         typer.Option(
             min=1,
-            help="the study's budget of trials in all, baselines included; a study that already has "
-            f"that many runs none (default: the space's `trials`, else {DEFAULT_TRIALS}); see --more",
+            help="the study's budget of launches in all, baselines included (duplicates and rejected configurations "
+            "launch nothing and do not count; a study whose space is exhausted stops sooner); a study that already "
+            f"has that many runs none (default: the space's `trials`, else {DEFAULT_TRIALS}); see --more",
         ),
     ] = None,
     more: Annotated[
-        int | None, typer.Option(min=1, help="instead of --n-trials: run this many trials more than the study has")
+        int | None, typer.Option(min=1, help="instead of --n-trials: add this many launches to the study's budget")
     ] = None,
     timeout: Annotated[float | None, typer.Option(min=0, help="seconds after which no new trial starts")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the sampler (same seed, same suggestions)")] = None,
@@ -110,7 +112,7 @@ def run(
         task = bar.add_task(f"study {name}", total=None, best="")
 
         def on_progress(study: optuna.Study) -> None:
-            done = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.state.name != "FAIL")
+            done = budget.count(study.get_trials(deepcopy=False)).launches  # what the budget (the total) counts
             incumbent = best_trial(study)
             best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
             bar.update(task, total=study_budget(study), completed=done, best=best)
@@ -121,6 +123,8 @@ def run(
         else:
             result = run_trials(prepare_study(space, space_file, options),
                                 lambda study, trial: (on_progress(study), _print_trial(study, trial)))  # fmt: skip
+    if exhausted := budget.stop_line(result, budget.LaunchCatalogue(space)):
+        console.print(exhausted, soft_wrap=True)  # one line, unwrapped
     _print_best(result)
 
 
@@ -221,7 +225,8 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
     rules = learned_rules(study)
     if as_json:
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
-                          "node_minutes_on_failures": on_failures, "learned_rules": rules}, indent=1, default=str))  # fmt: skip
+                          "node_minutes_on_failures": on_failures, "learned_rules": rules,
+                          "budget": budget.summary(study)}, indent=1, default=str))  # fmt: skip
         return
     columns = ["#", "state", "engine", "params", "load", "value", "outcome", "node-min"]
     gpus, leased = any(r["gpu_memory_mib"] for r in rows), any(r["gpus"] for r in rows)
@@ -237,6 +242,7 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
                       *([_gpu_text(r["gpu_memory_mib"])] if gpus else []))  # fmt: skip
     console = Console()
     console.print(table)
+    console.print(budget.summary_line(study))
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():

@@ -1,0 +1,153 @@
+"""What a study's trial budget counts, and when its space has nothing left to launch.
+
+``--n-trials N`` buys N launches (baselines included; a launch that fails counts, it cost GPU time). A trial that
+launches nothing costs no GPU time and does not count: a duplicate (the configuration of an earlier trial, which it
+takes the outcome of) or a configuration a static or learned rule rejected. Such a trial gives its slot back
+(``autotune.study``), so the study's waiting slots plus its launches stay its budget.
+
+A study also stops when its space is exhausted: for a space small enough to enumerate, once every launch configuration
+has been tried (launched or rejected; the configurations a static or learned rule refuses need no trial of their own);
+for any space, once ``NON_LAUNCH_RUN_LIMIT`` trials in a row launched nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune.engines import get_engine
+from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.learning import broken_learned_rule
+from autotune.objective import config_key
+from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
+
+BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines included)
+RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time): a run of non-launches restarts
+# Non-launches in a row after which a space counts as exhausted. After a duplicate the next slot goes to an untried
+# neighbour of the incumbent (autotune.refine), so a run this long means that neither refinement nor the sampler
+# finds an untried configuration. A non-launch costs one suggestion (milliseconds, no GPU); were a tenth of a space's
+# configurations still untried, the sampler at random would miss all of them 50 times in a row with probability
+# 0.9^50 = 0.5%.
+NON_LAUNCH_RUN_LIMIT = 50
+_DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@dataclass(frozen=True)
+class BudgetCount:
+    """A study's trials by what they cost: launches (which the budget counts), rejections and duplicates (which
+    launched nothing)."""
+
+    launches: int
+    rejected: int
+    duplicates: int
+
+    def text(self) -> str:
+        return f"{self.launches} launches, {self.rejected} rejected, {self.duplicates} duplicates"
+
+
+def is_duplicate(trial: FrozenTrial) -> bool:
+    return "duplicate_of" in trial.user_attrs
+
+
+def is_rejected(trial: FrozenTrial) -> bool:
+    """Refused before launch by a static or learned rule (a duplicate of a rejection is a duplicate)."""
+    attrs = trial.user_attrs
+    return not is_duplicate(trial) and not attrs.get("launched") and attrs.get("failure_kind") == FailureKind.REJECTED
+
+
+def ended_without_launch(trial: FrozenTrial) -> bool:
+    """A finished trial that launched nothing: it gives its slot back."""
+    return trial.state in _DONE and not trial.user_attrs.get("launched")
+
+
+def count(trials: Iterable[FrozenTrial]) -> BudgetCount:
+    """Launches (running ones included; a dead worker's trial, which a retry replaces, not), rejections, duplicates."""
+    trials = list(trials)
+    retried = {t.system_attrs.get("failed_trial") for t in trials}
+    launches = sum(1 for t in trials if t.user_attrs.get("launched")
+                   and not (t.state == TrialState.FAIL and t.number in retried))  # fmt: skip
+    return BudgetCount(launches, sum(map(is_rejected, trials)), sum(map(is_duplicate, trials)))
+
+
+def summary(study: optuna.Study) -> dict:
+    """``study show``'s budget line, as data: the budget, and what the study's trials cost of it."""
+    counted = count(study.get_trials(deepcopy=False))
+    return {"budget": study.user_attrs.get(BUDGET_ATTR), **counted.__dict__}
+
+
+def summary_line(study: optuna.Study) -> str:
+    data = summary(study)
+    of = f" of a budget of {data['budget']}" if data["budget"] is not None else ""
+    return (f"trials: {data['launches']} launches{of}; {data['rejected']} rejected before launch and "
+            f"{data['duplicates']} duplicates, which launched nothing and do not count")  # fmt: skip
+
+
+def mark_raised(study: optuna.Study) -> None:
+    """Record that the budget was just raised: the run of non-launches before it no longer says the space is done."""
+    study.set_user_attr(RAISED_ATTR, datetime.datetime.now().isoformat())
+
+
+class LaunchCatalogue:
+    """Every launch configuration of a space small enough to enumerate that no static rule refuses (by config key,
+    with its Optuna params); built on first use."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+
+    @functools.cached_property
+    def configurations(self) -> dict[str, dict] | None:
+        """Config key → params, or None for a space too large to enumerate."""
+        space = self.space
+        if any(space.launch_size(engine) > ENUMERATION_LIMIT for engine in space.engines):
+            return None
+        found: dict[str, dict] = {}
+        for engine in space.engines:
+            adapter, params = get_engine(engine), space.launch_params(engine)
+            for values in itertools.product(*(p.values() for p in params.values())):
+                chosen = dict(zip(params, values, strict=True))
+                point = space.point(engine, chosen)
+                try:
+                    adapter.check(point.server, space.hardware)
+                except UnsupportedConfig:
+                    continue
+                found.setdefault(config_key(point), {ENGINE_PARAM: engine, **chosen} if len(space.engines) > 1
+                                 else chosen)  # fmt: skip
+        return found
+
+
+def exhausted(study: optuna.Study, catalogue: LaunchCatalogue) -> str | None:
+    """Why the study's space has nothing left to launch, or None while it may have."""
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state in _DONE]
+    configurations = catalogue.configurations
+    if configurations is not None:
+        tried = {t.user_attrs.get("config_key") for t in done}
+        if all(key in tried or broken_learned_rule(study, params) is not None
+               for key, params in configurations.items()):  # fmt: skip
+            return "every configuration was tried"
+    if _non_launch_run(trials, study.user_attrs.get(RAISED_ATTR)) >= NON_LAUNCH_RUN_LIMIT:
+        return f"the last {NON_LAUNCH_RUN_LIMIT} trials in a row found no untried configuration"
+    return None
+
+
+def _non_launch_run(trials: list[FrozenTrial], raised: str | None) -> int:
+    """How many trials launched nothing since the last one that launched (or the budget's last raise), by start."""
+    since = datetime.datetime.fromisoformat(raised) if raised else datetime.datetime.min
+    for trial in trials:
+        if trial.user_attrs.get("launched") and trial.datetime_start and trial.datetime_start > since:
+            since = trial.datetime_start
+    return sum(1 for t in trials if ended_without_launch(t) and t.datetime_start and t.datetime_start > since)
+
+
+def stop_line(study: optuna.Study, catalogue: LaunchCatalogue) -> str | None:
+    """The line a study whose space is exhausted stops with, or None."""
+    reason = exhausted(study, catalogue)
+    if reason is None:
+        return None
+    return f"space exhausted: {reason} ({count(study.get_trials(deepcopy=False)).text()})"
