@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
+from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import docker_run, shell_script
@@ -77,9 +77,8 @@ def run(
     gpus: Annotated[
         str | None,
         typer.Option(
-            help="the node's GPUs for this study: auto (all nvidia-smi lists), 0,1,2,3, or a count; trials "
-            "run at once on disjoint GPUs, each engine seeing its own (CUDA_VISIBLE_DEVICES); default: the "
-            "space's hardware.gpus given to one trial at a time",
+            help=f"the node's GPUs for this study: {GPUS_HELP}; trials run at once on disjoint GPUs, each engine "
+            "seeing its own (CUDA_VISIBLE_DEVICES); default: the space's hardware.gpus given to one trial at a time",
         ),
     ] = None,
 ) -> None:
@@ -185,18 +184,20 @@ def list_studies(storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
     """Studies in a storage (default: $AUTOTUNE_STORAGE, else every SQLite study under studies/)."""
     rows = []
     for url in storage_urls(storage):
-        for summary in optuna.get_all_study_summaries(open_storage(url)):
-            best = summary.best_trial.values[0] if summary.best_trial and summary.best_trial.values else None
-            rows.append({"study": summary.study_name, "trials": summary.n_trials, "best": best,
+        opened = open_storage(url)
+        for summary in optuna.get_all_study_summaries(opened):
+            # Optuna's best trial ignores constraints: a rejected trial's pessimistic 0 would read as the best value
+            incumbent = best_trial(optuna.load_study(study_name=summary.study_name, storage=opened))
+            rows.append({"study": summary.study_name, "trials": summary.n_trials,
+                         "best": incumbent.values[0] if incumbent else None,
                          "created": str(summary.datetime_start)})  # fmt: skip
     if as_json:
         print(json.dumps(rows, indent=1))
         return
     table = Table("study", "trials", "best value", "started")
     for row in rows:
-        table.add_row(
-            row["study"], str(row["trials"]), "-" if row["best"] is None else f"{row['best']:.2f}", row["created"]
-        )
+        best = "no feasible trial" if row["best"] is None else f"{row['best']:.2f}"
+        table.add_row(row["study"], str(row["trials"]), best, row["created"])
     Console().print(table)
 
 
