@@ -11,8 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from autotune.cli import app
-from autotune.cli import options
+from autotune.cli import app, options
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "200", "TERM": "dumb"}

@@ -202,13 +202,34 @@ def list_studies(storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @app.command()
-def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
-    """Every trial (state, engine, parameters, load, value, outcome, node-minutes), failures by kind, learned rules."""
+def show(
+    study_name: StudyOpt = None,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+    trial_number: Annotated[
+        int | None, typer.Option("--trial", min=0, help="one trial in full: every parameter, each load measured, why")
+    ] = None,
+) -> None:
+    """Every trial (value, outcome with the SLO it misses, node-minutes, load, the parameters that vary), failures by
+    kind, learned rules; --trial N for one trial in full."""
+    from autotune.cli.trials_table import print_trial, print_trials, slo_miss_text
     from autotune.learning import learned_rules
 
     study = load_study(study_name, storage)
     name = study.study_name
-    rows = [_trial_row(t) for t in study.get_trials(deepcopy=False)]
+    slos = study.user_attrs.get("objective", {}).get("slo", {})
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    rows = [_trial_row(t) | {"slo_miss": slo_miss_text(t, slos)} for t in trials.values()]
+    console = Console()
+    if trial_number is not None:
+        if trial_number not in trials:
+            raise UsageError(f"study {name!r} has no trial {trial_number}; fix: --trial 0 to {len(trials) - 1}")
+        row = rows[list(trials).index(trial_number)]
+        if as_json:
+            print(json.dumps(row, indent=1, default=str))
+            return
+        print_trial(console, row, trials[trial_number].user_attrs.get("failure_reason", ""))
+        return
     failures = Counter(r["failure_kind"] for r in rows if r["failure_kind"])
     total = round(sum(r["node_minutes"] or 0 for r in rows), 2)
     on_failures = round(sum(r["node_minutes"] or 0 for r in rows if r["failure_kind"]), 2)
@@ -217,20 +238,7 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
                           "node_minutes_on_failures": on_failures, "learned_rules": rules}, indent=1, default=str))  # fmt: skip
         return
-    columns = ["#", "state", "engine", "params", "load", "value", "outcome", "node-min"]
-    gpus, leased = any(r["gpu_memory_mib"] for r in rows), any(r["gpus"] for r in rows)
-    extra = ["GPUs"] * leased + ["GPU MiB before→ready→after"] * gpus
-    table = Table(*columns, *extra, title=f"study {name}")
-    for r in rows:
-        value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
-        table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""),
-                      ", ".join(f"{k}={v}" for k, v in r["params"].items()), _load_text(r["load"]) +
-                      (f" ({len(r['benchmarks'])} measured)" if len(r["benchmarks"]) > 1 else ""), value,
-                      _row_outcome(r), f"{r['node_minutes'] or 0:.1f}",
-                      *([",".join(r["gpus"] or [])] if leased else []),
-                      *([_gpu_text(r["gpu_memory_mib"])] if gpus else []))  # fmt: skip
-    console = Console()
-    console.print(table)
+    print_trials(console, name, rows)
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():
@@ -248,23 +256,6 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "benchmark_s": attrs.get("benchmark_s"), "gpus": attrs.get("gpus"),
             "engine_process": attrs.get("engine_process"),
             "gpu_memory_mib": attrs.get("gpu_memory_mib")}  # fmt: skip
-
-
-def _gpu_text(facts: dict | None) -> str:
-    """Memory in use over the GPUs, before the launch → once ready → after the stop ("not released" if it stayed)."""
-    if not facts:
-        return ""
-    used = [str(sum(facts[k].values())) if facts.get(k) else "-" for k in ("before", "ready", "after")]
-    return "→".join(used) + ("" if facts.get("released") is not False else " not released")
-
-
-def _row_outcome(r: dict) -> str:
-    parts = [r["failure_kind"] or ""]
-    parts += ["baseline"] * r["baseline"] + ([f"prior #{r['prior']}"] if r["prior"] else [])
-    parts += [f"by {r['rejected_by']}"] if r["rejected_by"] else []
-    parts += [f"taught {r['taught_rule']}"] if r["taught_rule"] else []
-    parts += [f"dup of #{r['duplicate_of']}"] if r["duplicate_of"] is not None else []
-    return " ".join(p for p in parts if p)
 
 
 def _register_validate() -> None:
