@@ -11,10 +11,10 @@ from typing import Annotated
 import optuna
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
+from autotune.cli.progress import StudyProgress, study_counts
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import docker_run, shell_script
@@ -30,7 +30,6 @@ from autotune.study import (
     prepare_study,
     run_node,
     run_trials,
-    study_budget,
 )
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
@@ -102,22 +101,16 @@ def run(
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[best]}"), console=console, transient=True) as bar:  # fmt: skip
-        task = bar.add_task(f"study {name}", total=None, best="")
-
-        def on_progress(study: optuna.Study) -> None:
-            done = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.state.name != "FAIL")
-            incumbent = best_trial(study)
-            best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-            bar.update(task, total=study_budget(study), completed=done, best=best)
-
+    with StudyProgress(console, options.budget_node_minutes) as progress:
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
-            result = run_node(space, space_file, options, workers, _print_trial, on_progress)
+            result = run_node(space, space_file, options, workers, _print_trial,
+                              lambda study: progress.node_progress(study_counts(study)), progress.status)  # fmt: skip
         else:
-            result = run_trials(prepare_study(space, space_file, options),
-                                lambda study, trial: (on_progress(study), _print_trial(study, trial)))  # fmt: skip
+            prepared = prepare_study(space, space_file, options, progress.status)
+            progress.update(study_counts(prepared.study))
+            result = run_trials(prepared, lambda study, trial: progress.trial_finished(
+                study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
     _print_best(result)
 
 
