@@ -47,6 +47,7 @@ from autotune.redact import redact_spec
 from autotune.server import group_record
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
+from autotune.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.sweep import MAX_VIOLATION, LoadResult, LoadSweep
 from autotune.text import shorten
 
@@ -112,6 +113,7 @@ class TrialEnvironment:
     gpus: GpuPool | None = None
     # fails a study's stale trials (and retries them): under the study's slot lock, where other workers run too
     fail_stale_trials: Callable[[optuna.Study], None] = optuna.storages.fail_stale_trials
+    on_status: StatusCallback = no_status  # what the trial is doing now, for the command line's progress display
 
 
 class LoadLost(Exception):
@@ -136,6 +138,7 @@ class Objective:
         self.slo = space.objective.slo
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
+        self.env.on_status(StatusEvent(Phase.STARTING, trial.number))
         point = self.space.suggest(trial)
         config = point.server
         key = config_key(point)
@@ -164,6 +167,8 @@ class Objective:
             return self._infeasible(trial, FailureKind.REJECTED, f"rejected by 'worker_gpus': needs {needed} GPUs, "
                                     f"the worker has {len(pool.gpus)} (--gpus {','.join(pool.gpus)})")  # fmt: skip
         # waiting for GPUs is not the trial's cost: its clock starts once it holds them
+        if pool is not None:
+            self.env.on_status(StatusEvent(Phase.WAITING_GPUS, trial.number))
         lease = pool.lease(needed, self._typical_trial_s(trial)) if pool is not None else contextlib.nullcontext()
         with lease as gpus:
             if gpus is not None:
@@ -290,10 +295,12 @@ class Objective:
         sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start)
         started, served = time.monotonic(), False
         trial.set_user_attr("launched", True)
+        self.env.on_status(StatusEvent(Phase.LAUNCHING, trial.number))
         try:
             with launch:
                 if launch.pgid is not None:  # first: what a worker that finds this trial stale must kill
                     trial.set_user_attr("engine_process", group_record(launch.pgid))
+                self.env.on_status(StatusEvent(Phase.WAITING_READY, trial.number))
                 ready_s = launch.wait_ready(self.space.startup_timeout_s)
                 if launch.pgid is not None:
                     trial.set_user_attr("launch_s", round(ready_s, 2))
@@ -327,6 +334,7 @@ class Objective:
         """Measure the sweep's levels on the running engine, one after another, until the sweep is done."""
         while (index := sweep.next_level()) is not None:
             load = sweep.levels[index]
+            self.env.on_status(StatusEvent(Phase.MEASURING, trial.number, index, len(sweep.levels), load))
             hook = self._progress_hook(trial, engine, level=index if not sweep.measured else None)
             # the same prompts for every trial and load (each trial starts a fresh server, so no cache carries
             # over between trials): configurations are compared on equal work

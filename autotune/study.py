@@ -45,6 +45,7 @@ from autotune.prior import prior_model, rank
 from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
+from autotune.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,8 @@ def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
     return optuna.pruners.PercentilePruner(75.0, n_startup_trials=3, n_min_trials=3)
 
 
-def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage) -> optuna.Study:
+def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage,
+                   on_status: StatusCallback = no_status) -> optuna.Study:  # fmt: skip
     """The study, created with its slots (baselines, then the prior's best, then empty) or loaded, waiting until
     its creator made the slots."""
     directions = [m.direction for m in space.objective.metrics]
@@ -188,7 +190,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     baselines = [baseline_params(space, engine) for engine in engines]
     for params in baselines:
         study.enqueue_trial(params, user_attrs={"baseline": True, "slot": True})
-    priors = _prior_params(space, baselines, options.n_trials - len(baselines))
+    priors = _prior_params(space, baselines, options.n_trials - len(baselines), on_status)
     for position, (params, predicted) in enumerate(priors, 1):
         study.enqueue_trial(params, user_attrs={"prior": position, "prior_predicted": predicted, "slot": True})
     for _ in range(options.n_trials - len(engines) - len(priors)):
@@ -198,11 +200,13 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     return study
 
 
-def _prior_params(space: SearchSpace, baselines: list[dict], room: int) -> list[tuple[dict, float]]:
+def _prior_params(space: SearchSpace, baselines: list[dict], room: int,
+                  on_status: StatusCallback = no_status) -> list[tuple[dict, float]]:  # fmt: skip
     """The prior's best-predicted launch configurations (not the baselines), at most ``search.prior_trials``."""
     model = prior_model(space)
     if model is None or room <= 0 or space.search.prior_trials == 0:
         return []
+    on_status(StatusEvent(Phase.RANKING))  # the ranking predicts every launch configuration: minutes on a large space
     chosen: list[tuple[dict, float]] = []
     for ranked in rank(space, model):
         params = _with_engine(space, ranked.engine, ranked.params)
@@ -335,7 +339,8 @@ class PreparedStudy:
     catalogue: budget.LaunchCatalogue  # the space's launch configurations, to know when every one was tried
 
 
-def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> PreparedStudy:
+def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
+                  on_status: StatusCallback = no_status) -> PreparedStudy:  # fmt: skip
     """Check what can be checked before any launch, open the storage, create or resume the study.
 
     Raises:
@@ -346,11 +351,12 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions) -> 
         check_executable(*engine_as_launched(space, engine, options.executables))
     _refuse_all_infeasible(space)
     storage = open_storage(options.storage, options.heartbeat_s)
-    study = create_or_load(space, space_path, options, storage)
+    study = create_or_load(space, space_path, options, storage, on_status)
     study_dir = options.studies_dir / options.name
     pool = GpuPool(options.gpus, node_lock_dir(options.studies_dir)) if options.gpus else None
     environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
-                                   options.executables or {}, pool, functools.partial(fail_stale_trials, options))  # fmt: skip
+                                   options.executables or {}, pool, functools.partial(fail_stale_trials, options),
+                                   on_status)  # fmt: skip
     return PreparedStudy(study, storage, Objective(space, environment), options, budget.LaunchCatalogue(space))
 
 
@@ -411,14 +417,15 @@ def _pop_slot(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbea
 
 def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers: int,
              on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
-             on_progress: Callable[[optuna.Study], None] | None = None) -> optuna.Study:  # fmt: skip
+             on_progress: Callable[[optuna.Study], None] | None = None,
+             on_status: StatusCallback = no_status) -> optuna.Study:  # fmt: skip
     """Run ``workers`` workers of the study on this node at once, their trials leasing disjoint GPUs of
     ``options.gpus``; each a process of its own (two benchmark clients in one interpreter would share its core and
     its lock, and measure each other). They die with this process; a SIGTERM here stops them cleanly.
 
     ``on_trial`` runs in the worker that ran the trial (a module-level function: it is sent to the worker by name);
     ``on_progress`` here, about once a second."""
-    prepared = prepare_study(space, space_path, options)  # the budget is set once, here (--more adds once)
+    prepared = prepare_study(space, space_path, options, on_status)  # the budget is set once, here (--more adds once)
     study = prepared.study
     each = dataclasses.replace(options, n_trials=study_budget(study), more_trials=0)
     # forked by a server process that imported autotune once: no storage connection or thread of ours inherited,

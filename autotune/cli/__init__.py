@@ -6,7 +6,7 @@ import sys
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from autotune import __version__
 from autotune.errors import AutotuneError
@@ -24,6 +24,21 @@ class _OneLineErrors(TyperGroup):
             raise typer.Exit(exc.exit_code) from None
 
 
+def _flags_take_no_value() -> None:
+    """Typer's rich help prints a flag's type as ``<bool>``, as if it took a value (``--json <bool>``); its plain help
+    does not. A flag (``--json``, ``--simulate/--no-simulate``, ``--help``) shows no type column, as in click."""
+    display_type_rich = TyperOption.display_type_rich
+    if getattr(display_type_rich, "flags_take_no_value", False):
+        return
+
+    def display(self: TyperOption, ctx) -> str | None:
+        return None if self.is_flag else display_type_rich(self, ctx)
+
+    display.flags_take_no_value = True
+    TyperOption.display_type_rich = display
+
+
+_flags_take_no_value()
 app = typer.Typer(
     cls=_OneLineErrors,
     no_args_is_help=True,

@@ -9,9 +9,11 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from autotune.cli.options import GPUS_HELP
 from autotune.config import KNOBS, Hardware, ServerConfig, knob_adapter
 from autotune.engines import get_engine
 from autotune.errors import UsageError
+from autotune.gpus import parse_gpus
 from autotune.models import resolve_model
 from autotune.spacefile import load_space
 
@@ -22,7 +24,7 @@ def command(
     file: Annotated[
         str | None,
         typer.Argument(
-            metavar="[SPACE]",
+            metavar="SPACE",
             help="search space (a YAML file or a shipped space's name); its fixed knobs and defaults are the base",
         ),
     ] = None,
@@ -30,7 +32,9 @@ def command(
         list[str] | None,
         typer.Option("--set", help="knob=value, e.g. tp=8 (knob names as `autotune space show` lists them)"),
     ] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPUs on the target machine (for the static rules)")] = None,
+    gpus: Annotated[
+        str | None, typer.Option(help=f"the target machine's GPUs, for the static rules: {GPUS_HELP}")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="serve on this port (and --host); default: the engine's")] = None,
     host: Annotated[str, typer.Option(help="address to bind when --port is given")] = "127.0.0.1",
     executable: Annotated[str | None, typer.Option(help="how to invoke the engine, e.g. 'python vllm_cli.py'")] = None,
@@ -43,7 +47,7 @@ def command(
     knobs, hardware, space_executable = _base(file, overrides.get("engine"))
     knobs.update(overrides)
     if gpus is not None:
-        hardware = hardware.model_copy(update={"gpus": gpus})
+        hardware = hardware.model_copy(update={"gpus": len(parse_gpus(gpus))})
     try:
         config = ServerConfig.model_validate(knobs)
     except ValidationError as exc:

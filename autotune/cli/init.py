@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
+from autotune.cli.options import GPUS_HELP
 from autotune.errors import UsageError
+from autotune.gpus import parse_gpus
 from autotune.init import Request, write_space
 from autotune.spacefile import load_space
 
@@ -20,7 +22,7 @@ def init(
             help="a local model directory (its config.json is read) or a known model id, e.g. deepseek-ai/DeepSeek-V3.2"
         ),
     ],
-    gpus: Annotated[int, typer.Option(min=1, help="GPUs on one node")] = 8,
+    gpus: Annotated[str, typer.Option(help=f"the node's GPUs (the space is written for that many): {GPUS_HELP}")] = "8",
     gpu_memory_gb: Annotated[float, typer.Option(min=1, help="memory of one GPU, in GB (H200: 141, H100: 80)")] = 141,
     gpu: Annotated[str | None, typer.Option(help="GPU model, e.g. H200 (for the simulator and the record)")] = None,
     engine: Annotated[
@@ -44,7 +46,7 @@ def init(
 ) -> None:
     """Write a search space for your model and machine: the layouts that fit, the knobs that apply, each commented
     with why. The file validates; check it with `autotune space show FILE`, run it with `autotune study run FILE`."""
-    request = Request(model=model, gpus=gpus, gpu_memory_gb=gpu_memory_gb, engines=tuple(engine or ["vllm"]),
+    request = Request(model=model, gpus=len(parse_gpus(gpus)), gpu_memory_gb=gpu_memory_gb, engines=tuple(engine or ["vllm"]),
                       workload=workload, slo=tuple(slo or ()), gpu=gpu, simulate=simulate)  # fmt: skip
     text = write_space(request)
     if output is None:

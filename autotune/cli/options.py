@@ -13,10 +13,10 @@ from autotune.errors import UsageError
 from autotune.settings import Settings
 from autotune.study import default_storage, open_storage
 
-SpaceArg = Annotated[
-    str,
-    typer.Argument(help="search space: a YAML file, or the name of a shipped space (`autotune space list`)"),
-]
+SPACE_HELP = "search space: a YAML file, or the name of a shipped space (`autotune space list`)"
+# one spelling of the space argument in every command's usage and help: SPACE (not the parameter's Python name)
+SpaceArg = Annotated[str, typer.Argument(metavar="SPACE", help=SPACE_HELP)]
+GPUS_HELP = "auto (every GPU nvidia-smi lists), indexes like 0,1,2,3, or a count N (the first N)"
 StudyOpt = Annotated[
     str | None,
     typer.Option("--study", "-s", help="study name (default: the only study there is; `autotune study list`)"),

@@ -11,11 +11,11 @@ from typing import Annotated
 import optuna
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from autotune import budget
-from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
+from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
+from autotune.cli.progress import StudyProgress, study_counts
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
@@ -31,7 +31,6 @@ from autotune.study import (
     prepare_study,
     run_node,
     run_trials,
-    study_budget,
 )
 from autotune.text import shorten
 
@@ -81,9 +80,8 @@ def run(
     gpus: Annotated[
         str | None,
         typer.Option(
-            help="the node's GPUs for this study: auto (all nvidia-smi lists), 0,1,2,3, or a count; trials "
-            "run at once on disjoint GPUs, each engine seeing its own (CUDA_VISIBLE_DEVICES); default: the "
-            "space's hardware.gpus given to one trial at a time",
+            help=f"the node's GPUs for this study: {GPUS_HELP}; trials run at once on disjoint GPUs, each engine "
+            "seeing its own (CUDA_VISIBLE_DEVICES); default: the space's hardware.gpus given to one trial at a time",
         ),
     ] = None,
 ) -> None:
@@ -107,22 +105,16 @@ def run(
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[best]}"), console=console, transient=True) as bar:  # fmt: skip
-        task = bar.add_task(f"study {name}", total=None, best="")
-
-        def on_progress(study: optuna.Study) -> None:
-            done = budget.count(study.get_trials(deepcopy=False)).launches  # what the budget (the total) counts
-            incumbent = best_trial(study)
-            best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-            bar.update(task, total=study_budget(study), completed=done, best=best)
-
+    with StudyProgress(console, options.budget_node_minutes) as progress:
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
-            result = run_node(space, space_file, options, workers, _print_trial, on_progress)
+            result = run_node(space, space_file, options, workers, _print_trial,
+                              lambda study: progress.node_progress(study_counts(study)), progress.status)  # fmt: skip
         else:
-            result = run_trials(prepare_study(space, space_file, options),
-                                lambda study, trial: (on_progress(study), _print_trial(study, trial)))  # fmt: skip
+            prepared = prepare_study(space, space_file, options, progress.status)
+            progress.update(study_counts(prepared.study))
+            result = run_trials(prepared, lambda study, trial: progress.trial_finished(
+                study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
     if exhausted := budget.stop_line(result, budget.LaunchCatalogue(space)):
         console.print(exhausted, soft_wrap=True)  # one line, unwrapped
     _print_best(result)
@@ -196,29 +188,52 @@ def list_studies(storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
     """Studies in a storage (default: $AUTOTUNE_STORAGE, else every SQLite study under studies/)."""
     rows = []
     for url in storage_urls(storage):
-        for summary in optuna.get_all_study_summaries(open_storage(url)):
-            best = summary.best_trial.values[0] if summary.best_trial and summary.best_trial.values else None
-            rows.append({"study": summary.study_name, "trials": summary.n_trials, "best": best,
+        opened = open_storage(url)
+        for summary in optuna.get_all_study_summaries(opened):
+            # Optuna's best trial ignores constraints: a rejected trial's pessimistic 0 would read as the best value
+            incumbent = best_trial(optuna.load_study(study_name=summary.study_name, storage=opened))
+            rows.append({"study": summary.study_name, "trials": summary.n_trials,
+                         "best": incumbent.values[0] if incumbent else None,
                          "created": str(summary.datetime_start)})  # fmt: skip
     if as_json:
         print(json.dumps(rows, indent=1))
         return
     table = Table("study", "trials", "best value", "started")
     for row in rows:
-        table.add_row(
-            row["study"], str(row["trials"]), "-" if row["best"] is None else f"{row['best']:.2f}", row["created"]
-        )
+        best = "no feasible trial" if row["best"] is None else f"{row['best']:.2f}"
+        table.add_row(row["study"], str(row["trials"]), best, row["created"])
     Console().print(table)
 
 
 @app.command()
-def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonOpt = False) -> None:
-    """Every trial (state, engine, parameters, load, value, outcome, node-minutes), failures by kind, learned rules."""
+def show(
+    study_name: StudyOpt = None,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+    trial_number: Annotated[
+        int | None, typer.Option("--trial", min=0, help="one trial in full: every parameter, each load measured, why")
+    ] = None,
+) -> None:
+    """Every trial (value, outcome with the SLO it misses, node-minutes, load, the parameters that vary), failures by
+    kind, learned rules; --trial N for one trial in full."""
+    from autotune.cli.trials_table import print_trial, print_trials, slo_miss_text
     from autotune.learning import learned_rules
 
     study = load_study(study_name, storage)
     name = study.study_name
-    rows = [_trial_row(t) for t in study.get_trials(deepcopy=False)]
+    slos = study.user_attrs.get("objective", {}).get("slo", {})
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    rows = [_trial_row(t) | {"slo_miss": slo_miss_text(t, slos)} for t in trials.values()]
+    console = Console()
+    if trial_number is not None:
+        if trial_number not in trials:
+            raise UsageError(f"study {name!r} has no trial {trial_number}; fix: --trial 0 to {len(trials) - 1}")
+        row = rows[list(trials).index(trial_number)]
+        if as_json:
+            print(json.dumps(row, indent=1, default=str))
+            return
+        print_trial(console, row, trials[trial_number].user_attrs.get("failure_reason", ""))
+        return
     failures = Counter(r["failure_kind"] for r in rows if r["failure_kind"])
     total = round(sum(r["node_minutes"] or 0 for r in rows), 2)
     on_failures = round(sum(r["node_minutes"] or 0 for r in rows if r["failure_kind"]), 2)
@@ -228,20 +243,7 @@ def show(study_name: StudyOpt = None, storage: StorageOpt = None, as_json: JsonO
                           "node_minutes_on_failures": on_failures, "learned_rules": rules,
                           "budget": budget.summary(study)}, indent=1, default=str))  # fmt: skip
         return
-    columns = ["#", "state", "engine", "params", "load", "value", "outcome", "node-min"]
-    gpus, leased = any(r["gpu_memory_mib"] for r in rows), any(r["gpus"] for r in rows)
-    extra = ["GPUs"] * leased + ["GPU MiB before→ready→after"] * gpus
-    table = Table(*columns, *extra, title=f"study {name}")
-    for r in rows:
-        value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
-        table.add_row(str(r["number"]), r["state"], str(r["engine"] or ""),
-                      ", ".join(f"{k}={v}" for k, v in r["params"].items()), _load_text(r["load"]) +
-                      (f" ({len(r['benchmarks'])} measured)" if len(r["benchmarks"]) > 1 else ""), value,
-                      _row_outcome(r), f"{r['node_minutes'] or 0:.1f}",
-                      *([",".join(r["gpus"] or [])] if leased else []),
-                      *([_gpu_text(r["gpu_memory_mib"])] if gpus else []))  # fmt: skip
-    console = Console()
-    console.print(table)
+    print_trials(console, name, rows)
     console.print(budget.summary_line(study))
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
@@ -261,23 +263,6 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "benchmark_s": attrs.get("benchmark_s"), "gpus": attrs.get("gpus"),
             "engine_process": attrs.get("engine_process"),
             "gpu_memory_mib": attrs.get("gpu_memory_mib")}  # fmt: skip
-
-
-def _gpu_text(facts: dict | None) -> str:
-    """Memory in use over the GPUs, before the launch → once ready → after the stop ("not released" if it stayed)."""
-    if not facts:
-        return ""
-    used = [str(sum(facts[k].values())) if facts.get(k) else "-" for k in ("before", "ready", "after")]
-    return "→".join(used) + ("" if facts.get("released") is not False else " not released")
-
-
-def _row_outcome(r: dict) -> str:
-    parts = [r["failure_kind"] or ""]
-    parts += ["baseline"] * r["baseline"] + ([f"prior #{r['prior']}"] if r["prior"] else [])
-    parts += [f"by {r['rejected_by']}"] if r["rejected_by"] else []
-    parts += [f"taught {r['taught_rule']}"] if r["taught_rule"] else []
-    parts += [f"dup of #{r['duplicate_of']}"] if r["duplicate_of"] is not None else []
-    return " ".join(p for p in parts if p)
 
 
 def _register_validate() -> None:

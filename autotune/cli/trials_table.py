@@ -1,0 +1,116 @@
+"""``study show``'s terminal views: every trial on one row that fits 80 columns, and one trial in full (``--trial N``).
+
+A row holds what tells trials apart: its value, its outcome in words (the failure, ``pruned``, the SLO it misses with
+the measured value and the limit, ``baseline``, the rule that rejected it), its cost, its load and the parameters that
+vary between the study's trials, one ``name=value`` a line so that none is cut. Parameters every trial shares are
+printed once above the table.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+
+def slo_miss_text(trial, slos: dict[str, float]) -> str:
+    """'misses SLO: p99_tpot_ms 63.2 > 50' for a measured trial that missed an SLO; '' otherwise."""
+    from autotune.report import _slo_misses  # the report's wording, so both say the same
+
+    misses = _slo_misses(trial, slos)
+    return f"misses SLO: {misses}" if misses else ""
+
+
+def outcome_parts(r: dict) -> list[str]:
+    """What became of the trial, in words: its state when it did not complete, its failure, the SLO it misses."""
+    state = "" if r["state"] == "COMPLETE" else r["state"].lower()
+    parts = [r["failure_kind"] or state, r.get("slo_miss") or ""]
+    parts += ["baseline"] * r["baseline"] + ([f"prior #{r['prior']}"] if r["prior"] else [])
+    parts += [f"by {r['rejected_by']}"] if r["rejected_by"] else []
+    parts += [f"taught {r['taught_rule']}"] if r["taught_rule"] else []
+    parts += [f"dup of #{r['duplicate_of']}"] if r["duplicate_of"] is not None else []
+    parts = [p for p in parts if p]
+    return parts or (["measured"] if r["state"] == "COMPLETE" and r["values"] else [])
+
+
+def row_outcome(r: dict) -> str:
+    return " ".join(outcome_parts(r))
+
+
+def _outcome_cell(r: dict) -> str:
+    """The outcome one part a line, each SLO missed on a line of its own (a miss is never split)."""
+    lines = []
+    for part in outcome_parts(r):
+        head, sep, misses = part.partition("misses SLO: ")
+        lines += [head, "misses SLO:", *misses.split(", ")] if sep else [part]
+    return "\n".join(line for line in lines if line)
+
+
+def varying(rows: list[dict]) -> tuple[list[str], dict]:
+    """(the parameters whose value differs between trials, in first-seen order; those every trial shares)."""
+    names = list(dict.fromkeys(name for r in rows for name in r["params"]))
+    values = {name: {repr(r["params"].get(name)) for r in rows} for name in names}
+    shared = {name: rows[0]["params"].get(name) for name in names if len(values[name]) == 1}
+    return [name for name in names if name not in shared], shared
+
+
+def load_text(load: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (load or {}).items())
+
+
+def gpu_text(facts: dict | None) -> str:
+    """Memory in use over the GPUs, before the launch → once ready → after the stop ("not released" if it stayed)."""
+    if not facts:
+        return ""
+    used = [str(sum(facts[k].values())) if facts.get(k) else "-" for k in ("before", "ready", "after")]
+    return "→".join(used) + ("" if facts.get("released") is not False else " not released")
+
+
+def _details(r: dict, names: list[str]) -> str:
+    """The row's load, its varying parameters and its GPUs, one item a line (an item is never split)."""
+    lines = [f"{k}={v}" for k, v in (r["load"] or {}).items()]
+    if len(r["benchmarks"]) > 1:
+        lines[-1:] = [f"{lines[-1]} ({len(r['benchmarks'])} loads)"] if lines else []
+    lines += [f"{name}={r['params'][name]}" for name in names if name in r["params"]]
+    lines += [f"GPUs {','.join(r['gpus'])}"] if r["gpus"] else []
+    lines += [f"GPU MiB {gpu_text(r['gpu_memory_mib'])}"] if r["gpu_memory_mib"] else []
+    return "\n".join(lines)
+
+
+def print_trials(console: Console, name: str, rows: list[dict]) -> None:
+    """One row a trial, readable at 80 columns: only the outcome column wraps (at spaces)."""
+    names, shared = varying(rows)
+    if shared:
+        console.print("same in every trial: " + ", ".join(f"{k}={v}" for k, v in shared.items()))
+    table = Table(title=f"study {name}", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("outcome", ratio=1, min_width=12, overflow="fold")
+    table.add_column("node-min", justify="right", no_wrap=True)
+    table.add_column("load, parameters that vary", no_wrap=True)
+    for r in rows:
+        value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
+        table.add_row(str(r["number"]), value, _outcome_cell(r), f"{r['node_minutes'] or 0:.1f}", _details(r, names))
+    console.print(table)
+    console.print(f"one trial in full: `autotune study show --study {name} --trial N`", style="dim")
+
+
+def print_trial(console: Console, r: dict, failure_reason: str) -> None:
+    """One trial in full: every parameter, its load and value, its outcome and why, each load measured, its cost."""
+    console.print(f"trial {r['number']} ({r['state'].lower()}, engine {r['engine'] or '-'})", style="bold")
+    items = [("outcome", row_outcome(r)),
+             ("value", "-" if not r["values"] or r["failure_kind"] else ", ".join(f"{v:.2f}" for v in r["values"])),
+             ("load", load_text(r["load"]) or "-"), ("reason", failure_reason),
+             ("node-minutes", f"{r['node_minutes'] or 0:.2f}"), ("GPUs", ",".join(r["gpus"] or [])),
+             ("GPU MiB before→ready→after", gpu_text(r["gpu_memory_mib"]))]  # fmt: skip
+    for key, text in items:
+        if text:
+            console.print(f"{key}: {text}")
+    console.print("parameters:")
+    for key, value in r["params"].items():
+        console.print(f"  {key}={value}")
+    console.print("loads measured:" if r["benchmarks"] else "no load measured")
+    for level in r["benchmarks"]:
+        measured = f"{level['value']:.1f}" if level.get("value") is not None else "-"
+        note = level.get("failure_kind") or ("meets the SLOs" if level.get("feasible") else "misses SLO")
+        console.print(f"  load {load_text(level.get('load'))}: {measured}" + (f" ({note})" if note else ""))
