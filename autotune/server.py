@@ -119,7 +119,7 @@ def check_executable(engine: Engine, env: Mapping[str, str] | None = None) -> No
     """
     argv0 = engine.executable[0]
     if program_missing(argv0):
-        raise EngineNotInstalled(f"engine {engine.name}: {argv0!r} not found or not executable; "
+        raise EngineNotInstalled(f"engine executable {argv0!r} not found or not executable; "
                                  f"{engine.not_installed_fix()}")  # fmt: skip
     if engine.module is not None:
         proof = prove_engine_starts(engine, env)
