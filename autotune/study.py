@@ -35,7 +35,7 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune import budget
+from autotune import budget, names
 from autotune.engines import Engine, broken_rules
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
@@ -76,7 +76,7 @@ class RunOptions:
 
 
 def default_storage(name: str, studies_dir: Path) -> str:
-    return f"sqlite:///{studies_dir / name}.db"
+    return f"sqlite:///{studies_dir / names.study_name(name)}.db"
 
 
 def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RDBStorage:
@@ -286,7 +286,7 @@ def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[
                 conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
         return
     studies_dir.mkdir(parents=True, exist_ok=True)
-    with (studies_dir / f".{study_name}.lock").open("w") as handle:
+    with (studies_dir / f".{names.study_name(study_name)}.lock").open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

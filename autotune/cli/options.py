@@ -10,8 +10,14 @@ import optuna
 import typer
 
 from autotune.errors import UsageError
+from autotune.names import is_study_name, study_name
 from autotune.settings import Settings
 from autotune.study import default_storage, open_storage
+
+
+def _study_name(name: str | None) -> str | None:
+    return None if name is None else study_name(name)
+
 
 SPACE_HELP = "search space: a YAML file, or the name of a shipped space (`autotune space list`)"
 # one spelling of the space argument in every command's usage and help: SPACE (not the parameter's Python name)
@@ -19,7 +25,12 @@ SpaceArg = Annotated[str, typer.Argument(metavar="SPACE", help=SPACE_HELP)]
 GPUS_HELP = "auto (every GPU nvidia-smi lists), indexes like 0,1,2,3, or a count N (the first N)"
 StudyOpt = Annotated[
     str | None,
-    typer.Option("--study", "-s", help="study name (default: the only study there is; `autotune study list`)"),
+    typer.Option(
+        "--study",
+        "-s",
+        callback=_study_name,
+        help="study name (default: the only study there is; `autotune study list`)",
+    ),
 ]
 StorageOpt = Annotated[
     str | None,
@@ -42,7 +53,8 @@ def storage_urls(storage: str | None) -> list[str]:
     settings = Settings()
     if storage or settings.storage:
         return [storage or settings.storage]
-    return [default_storage(p.stem, settings.studies_dir) for p in sorted(settings.studies_dir.glob("*.db"))]
+    files = sorted(settings.studies_dir.glob("*.db"))
+    return [default_storage(p.stem, settings.studies_dir) for p in files if is_study_name(p.stem)]
 
 
 def study_names(storage: str | None) -> list[str]:
@@ -60,7 +72,7 @@ def load_study(name: str | None, storage: str | None) -> optuna.Study:
         if len(names) != 1:
             found = f"studies: {', '.join(names)}" if names else "no study there yet"
             raise UsageError(f"which study? {found}; fix: --study NAME (`autotune study list`)")
-        name = names[0]
+        name = study_name(names[0], "the only study in the storage")
     url = storage_url(name, storage)
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         raise UsageError(

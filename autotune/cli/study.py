@@ -20,6 +20,7 @@ from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
 from autotune.gpus import parse_gpus
+from autotune.names import study_name
 from autotune.ranking import best_trial, feasible
 from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
 from autotune.settings import Settings
@@ -92,7 +93,8 @@ def run(
     space_file = find_space(space_ref)
     space = load_space(space_file)
     n_trials = more or n_trials or space.trials or DEFAULT_TRIALS
-    name = study or space.name or space_file.stem
+    origin = "--study" if study is not None else f"the space's name in {space_file.name}"  # '' is refused, not skipped
+    name = study_name(study if study is not None else space.name or space_file.stem, origin)
     executables = {}
     if executable:
         if len(space.engines) > 1:

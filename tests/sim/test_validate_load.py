@@ -7,12 +7,16 @@ simulator in direct mode, loads max_concurrency 16..512), with 200 prompts and f
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 
+from autotune.cli.validate import _progress
+from autotune.validate import Step
 from tests.study.conftest import autotune, show
 
 PROMPTS = 200
@@ -79,6 +83,18 @@ def test_validate_shows_a_side_that_misses_the_studys_slo(llama_study) -> None:
     assert record["candidate_load"] == missed["load"] and not row["slo_met"]
     assert set(row["candidate_slo_misses"]) == {"p99_tpot_ms"} and row["candidate_slo_misses"]["p99_tpot_ms"] > 50
     assert row["reference_slo_misses"] == {}
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_is_a_live_bar_on_a_terminal_and_lines_otherwise(terminal) -> None:
+    out = io.StringIO()
+    with _progress(Console(file=out, force_terminal=terminal, width=120)) as on_step:
+        on_step(Step(3, 8, 2, 2, "candidate", "random 128/4"))
+    assert "repeat 2/2, candidate: measuring random 128/4" in out.getvalue()
+    if terminal:
+        assert "3/8" in out.getvalue() and "━" in out.getvalue()  # rich's bar, M of N
+    else:
+        assert out.getvalue() == "validate [3/8 done] repeat 2/2, candidate: measuring random 128/4\n"
 
 
 def best_of_shown(trials: list[dict]) -> dict:
