@@ -48,7 +48,8 @@ class SteppedClock:
         self._wait_for(lambda: name in self.leasing, f"{name} never began its lease")
 
     def advance_while(self, name: str, seconds: float) -> None:
-        """Advance the clock by ``seconds`` and wait until the waiting thread ``name`` has polled after it."""
+        """Once thread ``name`` waits (it polled), advance the clock by ``seconds``; wait until it has polled after."""
+        self.polled(name)
         polls = self.polls[name]
         with self.changed:
             self.now += seconds

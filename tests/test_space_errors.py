@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from autotune.cli import app
+from autotune.spacefile import load_space
 from tests.conftest import SPACES
 
 runner = CliRunner()
@@ -175,10 +176,10 @@ def apply(data, path, action, junk):
 
 
 @st.composite
-def mutations(draw):
+def mutations(draw, fewest: int = 1):
     base = draw(st.sampled_from([VALID, VALID_MULTI]))
     data = copy.deepcopy(base)
-    for _ in range(draw(st.integers(1, 3))):
+    for _ in range(draw(st.integers(fewest, 3))):
         candidates = list(paths(data))
         if not candidates:
             break
@@ -187,16 +188,56 @@ def mutations(draw):
     return data
 
 
+@st.composite
+def broken_spaces(draw):
+    """A shipped space after 0–3 random mutations, then one that makes any space invalid: a key the schema does not
+    know, in one of the mappings left (every mapping of a space is checked: test_an_unknown_key_anywhere_is_named).
+    The random mutations before it decide which error comes first and how deep its key path is."""
+    data = draw(mutations(fewest=0))
+    where = draw(st.sampled_from([p for p in paths(data) if isinstance(_get(data, p), dict)] + [()]))
+    _get(data, where)["surprise_key"] = draw(JUNK)
+    return data
+
+
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
-@given(data=mutations())
-def test_mutated_spaces_are_valid_or_one_clean_line(data, tmp_path: Path) -> None:
+@given(data=broken_spaces())
+def test_broken_spaces_are_one_clean_line(data, tmp_path: Path) -> None:
     path, result = validate(tmp_path, yaml.safe_dump(data, sort_keys=False))
-    if result.exit_code == 0:
-        return
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert_one_line_error(path, result)
+
+
+@st.composite
+def valid_variants(draw):
+    """A shipped space with choice parameters changed as a user may: choices reordered, another default, or the
+    parameter dropped (its knob then keeps the engine's default). Returns the document and the defaults it sets."""
+    data = copy.deepcopy(draw(st.sampled_from([VALID, VALID_MULTI])))
+    choice_params = [p for p in paths(data) if "params" in p[-2:-1] and "choices" in _get(data, p)]
+    defaults = {}
+    for path in draw(st.lists(st.sampled_from(choice_params), min_size=1, max_size=4, unique=True)):
+        parent, name = _get(data, path[:-1]), path[-1]
+        action = draw(st.sampled_from(["reorder", "default", "drop"]))
+        if action == "drop":
+            del parent[name]
+            continue
+        choices = parent[name]["choices"]
+        if action == "reorder":
+            parent[name]["choices"] = draw(st.permutations(choices))
+        else:
+            parent[name]["default"] = defaults[path] = draw(st.sampled_from(choices))
+    return data, defaults
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(variant=valid_variants())
+def test_valid_variants_load(variant, tmp_path: Path) -> None:
+    data, defaults = variant
+    path, result = validate(tmp_path, yaml.safe_dump(data, sort_keys=False))
+    assert result.exit_code == 0 and "valid" in result.stdout, result.output
+    loaded = load_space(path).model_dump()
+    assert all(_get(loaded, where)["default"] == default for where, default in defaults.items())
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
