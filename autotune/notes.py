@@ -3,23 +3,22 @@
 The dashboard lists twenty-odd user attributes per trial and shows a rejected or crashed one as "Complete" with a
 pessimistic value; the note says it in words: the outcome (rule, error line, where it was pruned, what it
 duplicates, which SLO it misses), the launch command, the loads measured and the key metrics. ``trial_note`` is pure
-(a finished trial in, Markdown out); ``save_trial_note`` stores it where optuna-dashboard is installed.
+(a finished trial in, Markdown out); ``save_trial_note`` stores it (optuna-dashboard is a dependency, so every trial
+gets its note).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import textwrap
 
 import optuna
 
-from autotune.errors import FailureKind
+from autotune.errors import AutotuneError, FailureKind
 from autotune.export import printed_launch
 from autotune.objective import Outcome
 from autotune.space import Objective
 
-log = logging.getLogger(__name__)
 _WRAP = 100  # characters of a code line that fit a 1400-pixel window beside the dashboard's trial list
 # the key metrics, as the benchmark names them, with their units
 METRICS = {"total_token_throughput": "tok/s", "output_throughput": "tok/s", "p99_ttft_ms": "ms", "mean_ttft_ms": "ms",
@@ -128,13 +127,13 @@ def _metrics(trial: optuna.trial.FrozenTrial, objective: Objective) -> list[str]
 
 
 def save_trial_note(trial: optuna.Trial, note: str) -> None:
-    """Show ``note`` on the trial's page in optuna-dashboard, where it is installed (the ``dashboard`` extra).
+    """Show ``note`` on the trial's page in optuna-dashboard.
 
     optuna-dashboard keeps notes as study system attributes, so ``save_note`` still writes a finished trial's.
     """
-    try:
+    try:  # imported here: only a finished trial needs it
         from optuna_dashboard import save_note
-    except ImportError:
-        log.debug("optuna-dashboard is not installed: trial %d has no note", trial.number)
-        return
+    except ImportError:  # a dependency: a broken install, which would lose every trial's note
+        raise AutotuneError("optuna-dashboard is missing, so trials get no dashboard note; "
+                            "fix: pip install --force-reinstall autotune") from None  # fmt: skip
     save_note(trial, note)

@@ -1,4 +1,5 @@
-"""``autotune dashboard NAME``: optuna-dashboard (optional extra) on the study's storage and artifact store."""
+"""``autotune dashboard NAME``: optuna-dashboard on the study's storage (seen through ``DashboardView``: a trial that
+was never measured has no value there) and its artifact store."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ def dashboard(
     """Browse a study in optuna-dashboard: trials, metric names, and each trial's server log, benchmark JSON and
     launch command (Optuna artifacts). Serves on 127.0.0.1 until interrupted."""
     try:
-        from optuna.artifacts import FileSystemArtifactStore
         from optuna_dashboard import run_server
-    except ImportError:
-        raise UsageError("the dashboard needs optuna-dashboard; fix: pip install 'autotune[dashboard]'") from None
+    except ImportError:  # a dependency of autotune: only a broken install lacks it
+        raise UsageError("optuna-dashboard is missing; fix: pip install --force-reinstall autotune") from None
+    from optuna.artifacts import FileSystemArtifactStore
+
+    from autotune.dashboard_view import DashboardView
+
     settings = Settings()
     name = study_name or load_study(None, storage).study_name
     artifacts = settings.studies_dir / name / "artifacts"
@@ -32,4 +36,9 @@ def dashboard(
                          "(or set AUTOTUNE_STUDIES_DIR)")  # fmt: skip
     url = storage_url(name, storage)
     print(f"optuna-dashboard for {name} on http://127.0.0.1:{port}/dashboard (Ctrl-C stops it)", flush=True)
-    run_server(open_storage(url), host="127.0.0.1", port=port, artifact_store=FileSystemArtifactStore(str(artifacts)))
+    run_server(
+        DashboardView(open_storage(url)),
+        host="127.0.0.1",
+        port=port,
+        artifact_store=FileSystemArtifactStore(str(artifacts)),
+    )

@@ -18,6 +18,7 @@ import optuna
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress_bar import ProgressBar
+from rich.table import Table
 from rich.text import Text
 
 from autotune import budget
@@ -79,8 +80,10 @@ class StudyProgress:
 
     def __rich__(self) -> Group:
         counts = self.counts
-        bar = ProgressBar(total=counts.total if counts else None, completed=counts.done if counts else 0, width=30)
-        return Group(Text(self.doing(), style="bold"), Group(bar, Text(self.summary())))
+        bar = ProgressBar(total=counts.total if counts else None, completed=counts.done if counts else 0, width=20)
+        line = Table.grid(padding=(0, 1))
+        line.add_row(bar, Text(self.summary()))  # the summary wraps beside the bar on a narrow terminal
+        return Group(Text(self.doing(), style="bold"), line)
 
     # -- what it is doing now -------------------------------------------------------------------------------------
     def status(self, event: StatusEvent) -> None:
@@ -93,7 +96,7 @@ class StudyProgress:
     def doing(self) -> str:
         event = self.current
         if event is None:
-            return "starting"
+            return "preparing the study (checking the space and its engines, opening the storage)"
         if event.trial is None:
             return event.phase.value
         counts = self.counts

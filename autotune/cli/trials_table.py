@@ -47,10 +47,12 @@ def _outcome_cell(r: dict) -> str:
 
 
 def varying(rows: list[dict]) -> tuple[list[str], dict]:
-    """(the parameters whose value differs between trials, in first-seen order; those every trial shares)."""
+    """(the parameters whose value differs between trials, in first-seen order; those with one value in every trial
+    that has them: an engine's own parameters are in its trials only)."""
     names = list(dict.fromkeys(name for r in rows for name in r["params"]))
-    values = {name: {repr(r["params"].get(name)) for r in rows} for name in names}
-    shared = {name: rows[0]["params"].get(name) for name in names if len(values[name]) == 1}
+    values = {name: {repr(r["params"][name]) for r in rows if name in r["params"]} for name in names}
+    shared = {name: next(r["params"][name] for r in rows if name in r["params"]) for name in names
+              if len(values[name]) == 1}  # fmt: skip
     return [name for name in names if name not in shared], shared
 
 
@@ -81,7 +83,9 @@ def print_trials(console: Console, name: str, rows: list[dict]) -> None:
     """One row a trial, readable at 80 columns: only the outcome column wraps (at spaces)."""
     names, shared = varying(rows)
     if shared:
-        console.print("same in every trial: " + ", ".join(f"{k}={v}" for k, v in shared.items()))
+        console.print(
+            "the same in every trial (None: the engine's default): " + ", ".join(f"{k}={v}" for k, v in shared.items())
+        )
     table = Table(title=f"study {name}", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)

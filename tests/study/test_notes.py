@@ -8,6 +8,7 @@ import sys
 import optuna
 import pytest
 
+from autotune.errors import AutotuneError
 from autotune.notes import save_trial_note, trial_note
 from autotune.space import Objective
 from autotune.study import default_storage
@@ -89,8 +90,9 @@ def test_a_statically_rejected_quickstart_trial(quickstart_studies) -> None:
     assert f"**Rejected by rule `{rule}`**" in _note(study, rejected)
 
 
-def test_without_optuna_dashboard_there_is_no_note_and_no_error(monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "optuna_dashboard", None)  # import fails, as where the extra is not installed
+def test_without_optuna_dashboard_the_note_is_a_clear_error(monkeypatch) -> None:
+    # a dependency: only a broken install lacks it, and a study there would silently lose every trial's note
+    monkeypatch.setitem(sys.modules, "optuna_dashboard", None)
     study = optuna.create_study()
-    save_trial_note(study.ask(), "a note")
-    assert not any(key.startswith("dashboard:") for key in study._storage.get_study_system_attrs(study._study_id))
+    with pytest.raises(AutotuneError, match="optuna-dashboard is missing.*fix: pip install"):
+        save_trial_note(study.ask(), "a note")
