@@ -8,7 +8,7 @@ import optuna
 import pytest
 import yaml
 
-from autotune.cli.validate import _config, _space_of
+from autotune.cli.validate import _contender, _space_of
 from autotune.objective import PESSIMISTIC
 from autotune.report import baseline_rows, figures, gain_column
 from autotune.study import default_storage
@@ -54,7 +54,7 @@ def test_validate_takes_the_lowest_baseline_as_reference(study) -> None:
     baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("baseline") and _feasible(t)]
     lowest = min(baselines, key=lambda t: t.values[0])
     space = _space_of(study)
-    assert _config(study, space, "baseline") == space.point_from_params(lowest.params).server
+    assert _contender(study, space, "baseline").config == space.point_from_params(lowest.params).server
     assert len({t.values[0] for t in baselines}) > 1  # a choice was made
 
 
