@@ -84,11 +84,11 @@ def program_missing(argv0: str) -> bool:
 
 
 def prove_engine_starts(engine: Engine, env: Mapping[str, str] | None = None,
-                        timeout_s: float = PROOF_TIMEOUT_S) -> StartProof:  # fmt: skip
+                        timeout_s: float | None = None) -> StartProof:  # fmt: skip
     """Run the engine's version command (``Engine.version_argv``: its ``--version``, or for ``PYTHON -m X`` whether
     that interpreter finds X) as a launch runs: same program, the launch's environment (``env`` on top of ours).
     Found on disk is no proof: ``python3 -m sglang.launch_server`` is found wherever python3 is."""
-    argv = engine.version_argv()
+    argv, timeout_s = engine.version_argv(), timeout_s or PROOF_TIMEOUT_S
     if program_missing(argv[0]):
         return StartProof(False, f"{argv[0]} not found or not executable")
     try:

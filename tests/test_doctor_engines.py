@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.cli.doctor import _engine_checks
+from autotune.cli.doctor import _engine_checks, doctor
 from autotune.engines import get_engine
 from autotune.errors import EngineNotInstalled
 from autotune.server import check_executable, prove_engine_starts
@@ -90,6 +90,15 @@ def test_a_version_command_that_hangs_is_no_proof(tmp_path) -> None:
     engine = get_engine("vllm", [sys.executable, str(_script(tmp_path, "import time\ntime.sleep(60)\n"))])
     proof = prove_engine_starts(engine, timeout_s=0.5)
     assert not proof.ok and proof.timed_out and proof.detail.endswith("--version` did not answer within 0.5 s")
+
+
+def test_an_engine_slower_than_the_limit_is_unproven_not_failed(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("autotune.server.PROOF_TIMEOUT_S", 0.5)
+    monkeypatch.setenv("AUTOTUNE_STUDIES_DIR", str(tmp_path / "studies"))  # doctor checks it is writable
+    hangs = [sys.executable, str(_script(tmp_path, "import time\ntime.sleep(60)\n"))]
+    doctor(str(_space(tmp_path, hangs, engine="vllm")), as_json=True)  # no AutotuneError: exit 0
+    engine = next(c for c in json.loads(capsys.readouterr().out)["checks"] if c["check"] == "engine vllm")
+    assert engine["unproven"] and not engine["ok"] and "did not answer within 0.5 s: not proven" in engine["detail"]
 
 
 def test_doctor_exits_1_with_the_fix_on_one_line(tmp_path) -> None:
