@@ -94,3 +94,13 @@ def test_study_list_says_when_no_trial_is_feasible(tmp_path, monkeypatch) -> Non
     rejected_line = next(line for line in table.splitlines() if "all-rejected" in line)
     assert "no feasible trial" in rejected_line and "0.00" not in rejected_line
     assert "812.50" in next(line for line in table.splitlines() if "one-measured" in line)
+
+
+def test_readme_states_measured_durations_for_the_main_job_and_the_tests() -> None:
+    from tests.conftest import REPO
+
+    setup = (REPO / "README.md").read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    assert "about two minutes" not in setup
+    main_job, tests = setup.split("Tests", 1)
+    assert "163–289 s" in main_job  # measured on a busy 2-core machine
+    assert "26 minutes" in tests.split("```", 1)[0]  # said before the test command
