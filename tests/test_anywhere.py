@@ -70,6 +70,7 @@ def test_version_and_the_shipped_spaces_by_name() -> None:
     assert wrong.exit_code == 2 and "no shipped space has that name" in wrong.stderr and "quickstart" in wrong.stderr
 
 
+@pytest.mark.slow  # minutes on a loaded 2-core machine
 def test_autotune_storage_serves_every_command_and_the_study_is_found_without_its_name(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path / 'all.db'}"
     env = _clean_env(AUTOTUNE_STORAGE=storage, AUTOTUNE_HEARTBEAT_S="0")

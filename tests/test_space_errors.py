@@ -199,6 +199,7 @@ def broken_spaces(draw):
     return data
 
 
+@pytest.mark.slow  # 300 CLI runs: minutes on a loaded 2-core machine
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

@@ -10,12 +10,14 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from autotune.server import free_port, group_alive, group_record, recorded_group_alive
 from autotune.study import open_storage
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
 
+@pytest.mark.slow  # minutes on a loaded 2-core machine
 def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> None:
     space = write_space(tmp_path)
     done = autotune(
@@ -65,6 +67,7 @@ def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> No
     assert "autotune bench --base-url" in shell and sys.executable in shlex.split(shell.splitlines()[1])
 
 
+@pytest.mark.slow  # minutes on a loaded 2-core machine
 def test_killed_tuner_resumes_without_losing_work_or_leaving_engines(tmp_path, studies) -> None:
     space = write_space(tmp_path, env={"SCRIPTED_ITL_MS": "60"})  # trials of a few seconds
     argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "5", "--seed", "2",
@@ -189,6 +192,7 @@ def _with_fixed(space_path, **knobs) -> dict:
     return engines
 
 
+@pytest.mark.slow  # minutes on a loaded 2-core machine
 def test_slo_constraints_and_several_objectives(tmp_path, studies) -> None:
     # float32 doubles the scripted ITL (5 → 10 ms): a 7.5 ms TPOT SLO makes every float32 configuration infeasible
     space = write_space(tmp_path, objective={"metrics": [{"name": "total_token_throughput"},
