@@ -43,7 +43,8 @@ def summary(study: optuna.Study) -> dict:
     pruned = [t for t in launched if t.state == optuna.trial.TrialState.PRUNED]
     failed_loads = sum(1 for t in launched for b in t.user_attrs.get("benchmarks", []) if b.get("failure_kind"))
     baselines = [t for t in trials if t.user_attrs.get("baseline")]
-    measured = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("load")]
+    # a trial that served has a load ({} where the space sweeps none)
+    measured = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and "load" in t.user_attrs]
     best = max((t.values[0] for t in measured if all(v <= 0 for v in (t.constraints or {}).values())), default=0.0)
     return {"trials": len(trials), "launched": len(launched), "pruned": len(pruned),
             "pruned_at": [f"#{t.number} {t.user_attrs.get('pruned_at')}" for t in pruned],
