@@ -21,9 +21,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from autotune.ranking import best_trial
+from autotune.ranking import best_of, maximizes
 from autotune.status import Phase, StatusEvent
-from autotune.study import node_minutes_spent, study_budget
+from autotune.study import study_budget
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,13 @@ class StudyCounts:
 
 
 def study_counts(study: optuna.Study) -> StudyCounts:
-    """The counts of a study in its storage (every worker's trials)."""
-    done = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.state.name != "FAIL")
-    incumbent = best_trial(study)
+    """The counts of a study in its storage (every worker's trials), from one read of its trials."""
+    trials = study.get_trials(deepcopy=False)
+    done = sum(1 for t in trials if t.state.is_finished() and t.state.name != "FAIL")
+    incumbent = best_of(trials, maximizes(study))
     best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-    return StudyCounts(done, study_budget(study), best, node_minutes_spent(study))
+    spent = sum(t.user_attrs.get("node_minutes") or 0.0 for t in trials)  # as autotune.study.node_minutes_spent
+    return StudyCounts(done, study_budget(study), best, spent)
 
 
 def duration_text(seconds: float) -> str:
