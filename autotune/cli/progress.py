@@ -22,9 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from autotune import budget
-from autotune.ranking import best_trial
+from autotune.ranking import best_of, maximizes
 from autotune.status import Phase, StatusEvent
-from autotune.study import node_minutes_spent, study_budget
+from autotune.study import study_budget
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,13 @@ class StudyCounts:
 
 
 def study_counts(study: optuna.Study) -> StudyCounts:
-    """The counts of a study in its storage (every worker's trials)."""
-    done = budget.count(study.get_trials(deepcopy=False)).launches  # what the budget (the total) counts
-    incumbent = best_trial(study)
+    """The counts of a study in its storage (every worker's trials), from one read of its trials."""
+    trials = study.get_trials(deepcopy=False)
+    done = budget.count(trials).launches  # what the budget (the total) counts
+    incumbent = best_of(trials, maximizes(study))
     best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-    return StudyCounts(done, study_budget(study), best, node_minutes_spent(study))
+    spent = sum(t.user_attrs.get("node_minutes") or 0.0 for t in trials)  # as autotune.study.node_minutes_spent
+    return StudyCounts(done, study_budget(study), best, spent)
 
 
 def duration_text(seconds: float) -> str:
