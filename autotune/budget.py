@@ -35,7 +35,6 @@ RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO t
 # configurations still untried, the sampler at random would miss all of them 50 times in a row with probability
 # 0.9^50 = 0.5%.
 NON_LAUNCH_RUN_LIMIT = 50
-_DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 @dataclass(frozen=True)
@@ -63,15 +62,20 @@ def is_rejected(trial: FrozenTrial) -> bool:
 
 def ended_without_launch(trial: FrozenTrial) -> bool:
     """A finished trial that launched nothing: it gives its slot back."""
-    return trial.state in _DONE and not trial.user_attrs.get("launched")
+    return trial.state.is_finished() and not trial.user_attrs.get("launched")
+
+
+def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials that count: all but a dead worker's, which a retry (a slot of its own) replaces."""
+    trials = list(trials)
+    retried = {t.system_attrs.get("failed_trial") for t in trials}
+    return [t for t in trials if not (t.state == TrialState.FAIL and t.number in retried)]
 
 
 def count(trials: Iterable[FrozenTrial]) -> BudgetCount:
-    """Launches (running ones included; a dead worker's trial, which a retry replaces, not), rejections, duplicates."""
-    trials = list(trials)
-    retried = {t.system_attrs.get("failed_trial") for t in trials}
-    launches = sum(1 for t in trials if t.user_attrs.get("launched")
-                   and not (t.state == TrialState.FAIL and t.number in retried))  # fmt: skip
+    """Launches (running ones included), rejections, duplicates."""
+    trials = _counted(trials)
+    launches = sum(1 for t in trials if t.user_attrs.get("launched"))
     return BudgetCount(launches, sum(map(is_rejected, trials)), sum(map(is_duplicate, trials)))
 
 
@@ -123,11 +127,10 @@ class LaunchCatalogue:
 
 def exhausted(study: optuna.Study, catalogue: LaunchCatalogue) -> str | None:
     """Why the study's space has nothing left to launch, or None while it may have."""
-    trials = study.get_trials(deepcopy=False)
-    done = [t for t in trials if t.state in _DONE]
+    trials = _counted(study.get_trials(deepcopy=False))
     configurations = catalogue.configurations
     if configurations is not None:
-        tried = {t.user_attrs.get("config_key") for t in done}
+        tried = {t.user_attrs.get("config_key") for t in trials if t.state.is_finished()}
         if all(key in tried or broken_learned_rule(study, params) is not None
                for key, params in configurations.items()):  # fmt: skip
             return "every configuration was tried"
