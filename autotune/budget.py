@@ -66,10 +66,13 @@ def ended_without_launch(trial: FrozenTrial) -> bool:
 
 
 def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
-    """The trials that count: all but a dead worker's, which a retry (a slot of its own) replaces."""
+    """The trials that count: all but a dead worker's, which a retry (a slot of its own) replaces, and a launch
+    whose engine was not installed (its slot is made again)."""
     trials = list(trials)
     retried = {t.system_attrs.get("failed_trial") for t in trials}
-    return [t for t in trials if not (t.state == TrialState.FAIL and t.number in retried)]
+    # a trial whose engine was not installed had its slot made again (autotune.study.give_back_slot): not counted
+    return [t for t in trials if not (t.state == TrialState.FAIL and (t.number in retried or
+            t.user_attrs.get("outcome") == FailureKind.NOT_INSTALLED))]  # fmt: skip
 
 
 def count(trials: Iterable[FrozenTrial]) -> BudgetCount:
