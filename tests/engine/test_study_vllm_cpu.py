@@ -15,7 +15,7 @@ from autotune.server import free_port, kill_group
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.engine
-TRIALS = 7
+TRIALS = 5
 SEED = 4  # its random start-up trials include the configuration that fails at start-up (speculative mtp:1)
 
 
