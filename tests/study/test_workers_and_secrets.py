@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -35,7 +36,8 @@ def test_two_workers_share_one_postgres_study(tmp_path, pg_study) -> None:
     launched = [t.user_attrs["config_key"] for t in trials if "duplicate_of" not in t.user_attrs]
     assert len(launched) == len(set(launched))  # no configuration measured twice
     # both workers did some of the work
-    ran = [sum(1 for line in err.splitlines() if line.startswith("trial ")) for _, err in outputs]
+    # a finished trial's line ("trial 7: ..."), not the progress lines of a running one ("trial 3 of 10 (#7): ...")
+    ran = [sum(1 for line in err.splitlines() if re.match(r"trial \d+: ", line)) for _, err in outputs]
     assert all(n > 0 for n in ran) and sum(ran) == len(finished), ran
 
 
