@@ -3,6 +3,8 @@ pruner never judges it; a baseline, retried or not, is never pruned."""
 
 from __future__ import annotations
 
+import shlex
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -12,7 +14,7 @@ from autotune.engines import get_engine
 from autotune.objective import Objective, Outcome, TrialEnvironment
 from autotune.spacefile import load_space
 from autotune.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study, run_trials
-from tests.study.conftest import write_space
+from tests.study.conftest import ENGINE, write_space
 
 STEPS = 11  # checkpoints 0-10 of one load level (autotune.objective)
 METRIC = "total_token_throughput"
@@ -33,7 +35,9 @@ def test_a_load_that_runs_out_of_memory_goes_lighter_and_is_not_pruned(tmp_path)
     path = write_space(tmp_path, env={"SCRIPTED_OOM_ABOVE_CONCURRENCY": "4"},
                        params={"max_num_seqs": {"choices": [8], "default": 8},
                                "max_concurrency": {"choices": [2, 4, 16], "default": 2}})  # fmt: skip
-    options = RunOptions("oom", f"sqlite:///{tmp_path}/s.db", tmp_path / "studies", n_trials=4, heartbeat_s=0)
+    # the scripted engine by this interpreter (PATH's python, which the space names, may lack autotune)
+    options = RunOptions("oom", f"sqlite:///{tmp_path}/s.db", tmp_path / "studies", n_trials=4, heartbeat_s=0,
+                         executables={"vllm": shlex.split(ENGINE)})  # fmt: skip
     prepared = prepare_study(load_space(path), path, options)
     # three trials far faster at the heaviest load (level 2), where the trial starts: the pruner is armed there
     completed_at(prepared.study, 2, (1e6, 1.1e6, 1.2e6))
