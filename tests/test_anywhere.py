@@ -86,7 +86,9 @@ def test_autotune_storage_serves_every_command_and_the_study_is_found_without_it
     assert json.loads(shown.stdout)["study"] == "first"
     more = user("study", "run", "quickstart", "--study", "first", "--more", "2")
     assert more.returncode == 0, more.stderr
-    assert json.loads(user("study", "show", "--json").stdout)["budget"]["launches"] == 5  # --more adds 2 launches to the 3
+    assert (
+        json.loads(user("study", "show", "--json").stdout)["budget"]["launches"] == 5
+    )  # --more adds 2 launches to the 3
     assert user("study", "run", "quickstart", "--n-trials", "2", "--study", "second").returncode == 0
     ambiguous = user("study", "best")
     assert ambiguous.returncode == 2 and "first, second" in ambiguous.stderr and "--study" in ambiguous.stderr
