@@ -1,7 +1,8 @@
 """Benchmark requests: random token prompts of exact lengths, ShareGPT conversations, or a JSONL file of prompts.
 
 Lengths are counted with the model's own tokenizer (``tokenizers`` reading tokenizer.json, no transformers). Every
-dataset is deterministic for a seed.
+dataset is deterministic for a seed. A file is read bounded and streaming (``autotune.bench.dataset_files``), and
+``check`` refuses one that gives no prompts before any engine is launched for it.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from autotune.bench.dataset_files import count_records, json_array_items, jsonl_lines, shuffled_first
 from autotune.errors import UsageError
 from autotune.space import Workload
 
@@ -47,19 +50,46 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
 
 
 def build_requests(workload: Workload, tokenizer: Tokenizer | None, seed: int | None = None) -> list[BenchRequest]:
-    """The workload's requests; ``seed`` overrides the workload's (a different seed per repeat avoids prefix-cache hits)."""
+    """The workload's requests; ``seed`` overrides the workload's (a different seed per repeat avoids prefix-cache hits).
+
+    Raises:
+        UsageError: a tokenizer or a file is missing, or the file gives no prompts (``check``).
+    """
     seed = workload.seed if seed is None else seed
     if workload.dataset == "random":
         if tokenizer is None:
             raise UsageError("the random dataset needs the model's tokenizer; fix: pass --tokenizer PATH")
         return random_requests(tokenizer, workload, seed)
-    if workload.path is None:
-        raise UsageError(f"the {workload.dataset} dataset needs a file; fix: pass --dataset-path FILE")
+    path = dataset_path(workload)
     if workload.dataset == "sharegpt":
         if tokenizer is None:
             raise UsageError("the ShareGPT dataset needs the model's tokenizer; fix: pass --tokenizer PATH")
-        return sharegpt_requests(Path(workload.path), tokenizer, workload.num_prompts, seed)
-    return jsonl_requests(Path(workload.path), tokenizer, workload)
+        return sharegpt_requests(path, tokenizer, workload.num_prompts, seed)
+    return jsonl_requests(path, tokenizer, workload)
+
+
+def check(workload: Workload) -> None:
+    """Refuse a workload whose file gives no prompts, before any engine is launched for it: a path that is missing,
+    a directory, a device or a FIFO; bytes that are not UTF-8; a record over the bound or not a record; no record at
+    all. Reads the file once, bounded as the benchmark reads it; a random workload has no file.
+
+    Raises:
+        UsageError: naming the file (and the line), with the fix.
+    """
+    if workload.dataset == "random":
+        return
+    path = dataset_path(workload)
+    if workload.dataset == "sharegpt":
+        count_records(path, _sharegpt_pairs(path))
+    else:
+        count_records(path, (_jsonl_record(path, number, line, workload) for number, line in jsonl_lines(path)))
+
+
+def dataset_path(workload: Workload) -> Path:
+    """The file of a ShareGPT or JSONL workload, as written (a relative path starts in the working directory)."""
+    if workload.path is None:
+        raise UsageError(f"the {workload.dataset} dataset needs a file; fix: pass --dataset-path FILE")
+    return Path(workload.path)
 
 
 def _length_range(mean: int, ratio: float) -> tuple[int, int]:
@@ -106,48 +136,75 @@ def _exact_length_prompt(tokenizer: Tokenizer, prefix: list[int], target: int, v
 
 
 def sharegpt_requests(path: Path, tokenizer: Tokenizer, count: int, seed: int) -> list[BenchRequest]:
-    """The first human turn as prompt and the reply's length as output length, filtered and shuffled like vllm bench."""
-    try:
-        conversations = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read ShareGPT file {path}: {exc}; fix: pass the ShareGPT_V3 JSON file") from None
-    pairs = [c["conversations"] for c in conversations if len(c.get("conversations", [])) >= 2]
-    random.Random(seed).shuffle(pairs)
-    requests = []
-    for turns in pairs:
-        prompt, completion = turns[0]["value"], turns[1]["value"]
+    """The first human turn as prompt and the reply's length as output length, filtered and shuffled like vllm bench
+    (every conversation of two turns or more shuffled, then the first ``count`` that pass the length filter).
+
+    Raises:
+        UsageError: the file gives no conversation (``check``), or none passes the filter.
+    """
+
+    def filtered(pair: tuple[str, str]) -> BenchRequest | None:
+        prompt, completion = pair
         prompt_len = len(tokenizer.encode(prompt, add_special_tokens=False).ids)
         output_len = len(tokenizer.encode(completion, add_special_tokens=False).ids)
         if min(prompt_len, output_len) < SHAREGPT_MIN_LEN or prompt_len > SHAREGPT_MAX_PROMPT:
-            continue
+            return None
         if prompt_len + output_len > SHAREGPT_MAX_TOTAL:
-            continue
-        requests.append(BenchRequest(prompt, prompt_len, output_len))
-        if len(requests) == count:
-            break
+            return None
+        return BenchRequest(prompt, prompt_len, output_len)
+
+    total = count_records(path, _sharegpt_pairs(path))
+    requests = shuffled_first(path, lambda: _sharegpt_pairs(path), total, seed, count, filtered)
+    if not requests:
+        raise UsageError(f"no conversation of {path} passes vllm bench's filter (prompt and reply of "
+                         f"{SHAREGPT_MIN_LEN} tokens or more, prompt up to {SHAREGPT_MAX_PROMPT}, both up to "
+                         f"{SHAREGPT_MAX_TOTAL}); fix: give conversations of those lengths")  # fmt: skip
     return requests
+
+
+def _sharegpt_pairs(path: Path) -> Iterator[tuple[str, str]]:
+    """(first human turn, its reply) of each conversation of two turns or more, in the file's order."""
+    for line, item in json_array_items(path):
+        turns = item.get("conversations", []) if isinstance(item, dict) else None
+        if not isinstance(turns, list):
+            raise UsageError(f'{path}:{line}: not a conversation ({{"conversations": [...]}}); '
+                             "fix: pass the ShareGPT_V3 JSON file")  # fmt: skip
+        if len(turns) < 2:
+            continue
+        values = [turn.get("value") if isinstance(turn, dict) else None for turn in turns[:2]]
+        if not all(isinstance(value, str) for value in values):
+            raise UsageError(f'{path}:{line}: a turn without a text "value"; fix: pass the ShareGPT_V3 JSON file')
+        yield values[0], values[1]
 
 
 def jsonl_requests(path: Path, tokenizer: Tokenizer | None, workload: Workload) -> list[BenchRequest]:
     """One JSON object per line: ``{"prompt": "...", "output_len": 128}`` (output_len optional; vllm bench's custom
-    dataset key ``output_tokens`` is read too, so one file serves both clients)."""
-    requests = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}; fix: check the path") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            prompt = item["prompt"]
-            output_len = int(item.get("output_len", item.get("output_tokens", workload.output_len)))
-        except (ValueError, KeyError, TypeError):
-            raise UsageError(
-                f"{path}:{number}: not a JSON object with a 'prompt'; fix: one {{\"prompt\": ...}} per line"
-            ) from None
+    dataset key ``output_tokens`` is read too, so one file serves both clients). Every line shuffled by the
+    workload's seed, the first num_prompts kept.
+
+    Raises:
+        UsageError: the file gives no prompts, or a line is not a prompt (``check``).
+    """
+
+    def request(numbered: tuple[int, str]) -> BenchRequest:
+        prompt, output_len = _jsonl_record(path, *numbered, workload)
         prompt_len = len(tokenizer.encode(prompt, add_special_tokens=False).ids) if tokenizer else None
-        requests.append(BenchRequest(prompt, prompt_len, output_len))
-    random.Random(workload.seed).shuffle(requests)
-    return requests[: workload.num_prompts]
+        return BenchRequest(prompt, prompt_len, output_len)
+
+    total = count_records(path, (_jsonl_record(path, number, line, workload) for number, line in jsonl_lines(path)))
+    return shuffled_first(path, lambda: jsonl_lines(path), total, workload.seed, workload.num_prompts, request)
+
+
+def _jsonl_record(path: Path, number: int, line: str, workload: Workload) -> tuple[str, int]:
+    """(prompt, output length) of one line."""
+    try:
+        item = json.loads(line)
+        prompt = item["prompt"]
+        output_len = int(item.get("output_len", item.get("output_tokens", workload.output_len)))
+        if not isinstance(prompt, str):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise UsageError(
+            f"{path}:{number}: not a JSON object with a 'prompt'; fix: one {{\"prompt\": ...}} per line"
+        ) from None
+    return prompt, output_len
