@@ -45,6 +45,7 @@ from autotune.prior import prior_model, rank
 from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
+from autotune.spacefile import check_dataset
 from autotune.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.text import shorten
 
@@ -352,6 +353,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
         AutotuneError: an engine executable is missing, every configuration breaks a rule, the storage cannot be
             opened, or the study was made with another space.
     """
+    check_dataset(space, space_path)
     for engine in space.engines if space.simulate is None else ():  # the simulator runs instead
         check_executable(*engine_as_launched(space, engine, options.executables))
     _refuse_all_infeasible(space)

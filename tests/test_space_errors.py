@@ -13,11 +13,14 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.spacefile import load_space
-from tests.conftest import SPACES
+from tests.conftest import DATA, SPACES
 
 runner = CliRunner()
 VALID = yaml.safe_load((SPACES / "vllm-cpu-tiny.yaml").read_text())
 VALID_MULTI = yaml.safe_load((SPACES / "deepseek-v32-h200x8.yaml").read_text())
+SHAREGPT = DATA / "sharegpt-sample.json"  # stands in for the ShareGPT file the shipped space reads (validate reads it)
+VALID_MULTI_DATASET = VALID_MULTI["workload"]["path"]
+VALID_MULTI["workload"]["path"] = str(SHAREGPT)
 
 
 def validate(tmp_path: Path, text: str):
@@ -132,7 +135,9 @@ def test_missing_file(tmp_path: Path) -> None:
     assert_one_line_error(path, result, "cannot read")
 
 
-def test_valid_spaces_pass(tmp_path: Path) -> None:
+def test_valid_spaces_pass(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # where a space's relative workload path is read
+    (tmp_path / VALID_MULTI_DATASET).write_bytes(SHAREGPT.read_bytes())
     for path in SPACES.glob("*.yaml"):
         result = runner.invoke(app, ["space", "validate", str(path)])
         assert result.exit_code == 0, result.output

@@ -88,7 +88,9 @@ def check(workload: Workload) -> None:
 def dataset_path(workload: Workload) -> Path:
     """The file of a ShareGPT or JSONL workload, as written (a relative path starts in the working directory)."""
     if workload.path is None:
-        raise UsageError(f"the {workload.dataset} dataset needs a file; fix: pass --dataset-path FILE")
+        raise UsageError(
+            f"the {workload.dataset} dataset needs a file; fix: set workload.path (bench: --dataset-path FILE)"
+        )
     return Path(workload.path)
 
 

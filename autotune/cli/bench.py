@@ -14,8 +14,8 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from autotune.bench import datasets
 from autotune.bench.client import ClientOptions, bearer
-from autotune.bench.datasets import load_tokenizer
 from autotune.bench.metrics import format_block
 from autotune.bench.runner import run_benchmark
 from autotune.engines import get_engine
@@ -83,11 +83,12 @@ def bench(
         flag = "--" + "-".join(map(str, error["loc"])).replace("_", "-")
         raise UsageError(f"{flag} {error['input']}: {error['msg'].lower()}; fix: {flag} with a value it accepts "
                          f"(`autotune bench --help`)") from None  # fmt: skip
+    datasets.check(workload)  # a bad file is refused before the server sees a request
     slos = parse_goodput(goodput or [])
     printed = tuple(float(p) for p in percentiles.split(","))
     headers = workload.headers | bearer(os.environ.get(api_key_env))
     check_server(base_url, headers)
-    tok = load_tokenizer(tokenizer) if tokenizer else None
+    tok = datasets.load_tokenizer(tokenizer) if tokenizer else None
     options = ClientOptions(base_url, model, endpoint, ignore_eos, request_timeout, stall_timeout,
                             extra_body=workload.extra_body, headers=headers, extensions=adapter.request_extensions,
                             chat_length_field=adapter.chat_length_field)  # fmt: skip

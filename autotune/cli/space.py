@@ -16,7 +16,7 @@ from autotune.cli.options import JsonOpt, SpaceArg
 from autotune.engines import broken_rules, get_engine
 from autotune.models import resolve_model
 from autotune.space import ENUMERATION_LIMIT, ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
-from autotune.spacefile import load_space, shipped_spaces
+from autotune.spacefile import check_dataset, find_space, load_space, shipped_spaces
 
 app = typer.Typer(no_args_is_help=True, help="List, validate and inspect search spaces.")
 # Beyond ENUMERATION_LIMIT points a fixed-seed uniform sample estimates the share the static rules reject.
@@ -43,8 +43,9 @@ def list_spaces(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def validate(file: SpaceArg) -> None:
-    """Check a space; exit 2 with one line naming the key path and the fix if it is invalid."""
+    """Check a space, and its workload's file; exit 2 with one line naming the key path and the fix if it is invalid."""
     space = load_space(file)
+    check_dataset(space, find_space(file))
     sizes = ", ".join(f"{engine}: {_count(space.size(engine))}" for engine in space.engines)
     print(f"{file}: valid ({sizes} points)")
 

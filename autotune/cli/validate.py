@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune.bench import datasets
 from autotune.cli.command import parse_assignments
 from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study
 from autotune.config import ServerConfig
@@ -78,6 +79,8 @@ def validate_command(
         contenders["candidate"] = Contender(changed, contenders["candidate"].load,
                                             f"{contenders['candidate'].source} with --set")  # fmt: skip
     suite = _workloads(workloads) if workloads else seed_suite(space, context_of(contenders["reference"].config))
+    for named in suite:  # a bad prompt file is refused before any launch
+        datasets.check(named.workload)
     objective = _objective(study, space)
     console = Console(stderr=True)
     console.print(_plan(contenders, objective, len(suite), repeats), highlight=False, soft_wrap=True)
