@@ -166,7 +166,7 @@ def count_records(path: Path, records: Iterable[object]) -> int:
             raise UsageError(f"{path} holds more than {MAX_RECORDS:,} prompts; fix: keep fewer in the file "
                              "(a benchmark sends num_prompts of them)")  # fmt: skip
     if not total:
-        raise UsageError(f"{path} holds no prompts; fix: give a file with at least one (README, workload)")
+        raise UsageError(f"{path} holds no prompts; fix: put at least one prompt in it")
     return total
 
 

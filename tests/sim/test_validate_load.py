@@ -85,6 +85,20 @@ def test_validate_shows_a_side_that_misses_the_studys_slo(llama_study) -> None:
     assert row["reference_slo_misses"] == {}
 
 
+def test_validate_refuses_a_workload_file_that_gives_no_prompts_before_any_launch(llama_study, tmp_path) -> None:
+    studies, _ = llama_study
+    empty = tmp_path / "prompts.jsonl"
+    empty.write_bytes(b"")
+    workloads = tmp_path / "workloads.yaml"
+    workloads.write_text(yaml.safe_dump([{"name": "mine", "dataset": "jsonl", "path": str(empty)}]))
+    done = autotune("study", "validate", "--study", "llama", "--repeats", "2", "--workloads", str(workloads),
+                    studies=studies)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"autotune: error: {empty} holds no prompts; fix: put at least one prompt in it"
+    ]
+
+
 @pytest.mark.parametrize("terminal", [True, False])
 def test_progress_is_a_live_bar_on_a_terminal_and_lines_otherwise(terminal) -> None:
     out = io.StringIO()
