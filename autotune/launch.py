@@ -120,6 +120,8 @@ class Launch:
                 load's failure (configurations are compared on equal work, and one that drops requests does not
                 serve the load), its kind the one the log names (out of memory at that load, say), else hang when
                 every failed request timed out, else crash.
+            UsageError: the workload's file gives no prompts (it changed since the checks before the launch): the
+                client's input, never the configuration's failure.
         """
         options = ClientOptions(self.server.base_url, self.config.api_model_name, workload.endpoint,
                                 workload.ignore_eos, stall_timeout_s=self.stall_timeout_s,

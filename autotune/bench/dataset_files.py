@@ -135,7 +135,7 @@ class _TextStream:
         """(line, value) of the JSON value that starts at the next character, read on until it is whole (or over the
         bound)."""
         self.next_char()
-        line = self.line
+        line, problem = self.line, ""
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.text, self.pos)
@@ -143,13 +143,14 @@ class _TextStream:
                     self.skip(end - self.pos)
                     return line, value
             except json.JSONDecodeError as exc:
+                problem = f" ({exc.msg})"  # the item is cut short here, or invalid: reading on tells
                 if self.ended:
                     where = line + self.text.count("\n", self.pos, exc.pos)
-                    raise UsageError(f"{self.path}:{where}: not valid JSON ({exc.msg}); "
+                    raise UsageError(f"{self.path}:{where}: not valid JSON{problem}; "
                                      "fix: give a JSON array of conversations (ShareGPT)") from None  # fmt: skip
             if len(self.text) - self.pos > MAX_RECORD_BYTES:
-                raise UsageError(f"{self.path}:{line}: an item over {MAX_RECORD_BYTES // 2**20} MiB; "
-                                 "fix: give a JSON array of conversations (ShareGPT)")  # fmt: skip
+                raise UsageError(f"{self.path}:{line}: no whole JSON item within {MAX_RECORD_BYTES // 2**20} MiB"
+                                 f"{problem}; fix: give a JSON array of conversations (ShareGPT)")  # fmt: skip
             self._more()
 
 

@@ -108,7 +108,7 @@ print(json.dumps({{"errors": errors, "peak_rss_kib": resource.getrusage(resource
     [("jsonl", None, "not a regular file"),  # /dev/zero
      ("jsonl", b"", "huge:1: a line over 16 MiB"),
      ("sharegpt", b"", "huge:1: does not hold a JSON array"),
-     ("sharegpt", b'[{"conversations": "', "huge:1: an item over 16 MiB")],
+     ("sharegpt", b'[{"conversations": "', "huge:1: no whole JSON item within 16 MiB")],
 )  # fmt: skip
 def test_dev_zero_and_a_huge_sparse_file_are_refused_in_bounded_memory(dataset, start, fragment, tmp_path) -> None:
     if start is None:
