@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import importlib.util
+import importlib
 import itertools
 import logging
 import re
@@ -54,6 +54,18 @@ _CONNECT_FAILURES = (
     (r"timeout expired", f"no answer from {{where}} within {_CONNECT_TIMEOUT_S} s",
      "check that the host is up and reachable, or correct the host and port in the URL"),
 )  # fmt: skip
+
+
+class _NoFallbackNoise(logging.Filter):
+    """Optuna logs a lost connection mid-query as a dozen lines ("Caught an error from sqlalchemy ... Falling back")
+    before it fails anyway; the retry says it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Caught an error from sqlalchemy") and "connection" in message)
+
+
+logging.getLogger("optuna.storages._rdb.storage").addFilter(_NoFallbackNoise())
 
 
 class StorageLost(AutotuneError):
@@ -123,9 +135,17 @@ def _check_driver(parsed: URL, masked: str) -> None:
     except ImportError as exc:
         fix = f"install the Python driver of {parsed.drivername} (module {exc.name})"
         if parsed.get_backend_name() == "postgresql":
-            fix = ("write postgresql+psycopg:// (psycopg is installed)" if importlib.util.find_spec("psycopg")
+            fix = ("write postgresql+psycopg:// (psycopg is installed)" if _importable("psycopg")
                    else "install the postgres extra: pip install 'autotune[postgres]'")  # fmt: skip
         raise AutotuneError(f"storage {masked}: driver {parsed.drivername!r} not installed; fix: {fix}") from None
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def _engine_kwargs(parsed: URL) -> dict:
@@ -188,12 +208,13 @@ def _sqlite_unwritable(exc: BaseException, parsed: URL) -> str | None:
 
 
 def _root(exc: BaseException, kinds: type | tuple[type, ...]) -> BaseException | None:
-    """The error of ``kinds`` that ``exc`` is or wraps (Optuna wraps a failed commit in StorageInternalError)."""
+    """The error of ``kinds`` that ``exc`` is or came from: Optuna wraps a failed commit in StorageInternalError, and
+    a connection lost mid-query surfaces as SQLAlchemy's PendingRollbackError, raised while handling the loss."""
     seen = exc
     while seen is not None:
         if isinstance(seen, kinds):
             return seen
-        seen = seen.__cause__
+        seen = seen.__cause__ or seen.__context__
     return None
 
 
