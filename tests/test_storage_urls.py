@@ -67,9 +67,11 @@ def test_a_storage_that_refuses_says_why_not_install_the_extra(tmp_path, where, 
     assert "postgres extra" not in line and "secret" not in line  # psycopg is installed; the password is masked
 
 
-def test_the_postgres_extra_is_suggested_when_psycopg_cannot_be_imported(tmp_path) -> None:
+def test_the_postgres_extra_is_suggested_only_where_psycopg_cannot_be_imported(tmp_path) -> None:
+    refused = "postgresql+psycopg://postgres@127.0.0.1:1/db"
+    assert "postgres extra" not in _one_line(_list(refused, tmp_path))  # psycopg is installed here
     hidden = tmp_path / "hide-psycopg"
     (hidden / "psycopg").mkdir(parents=True)
     (hidden / "psycopg" / "__init__.py").write_text("raise ImportError('psycopg hidden for this test')\n")
-    line = _one_line(_list("postgresql+psycopg://postgres@127.0.0.1:1/db", tmp_path, pythonpath=str(hidden)))
-    assert "install the postgres extra" in line
+    line = _one_line(_list(refused, tmp_path, pythonpath=str(hidden)))
+    assert "driver 'postgresql+psycopg' not installed; fix: install the postgres extra" in line
