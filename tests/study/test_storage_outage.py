@@ -86,6 +86,7 @@ def test_four_workers_ride_out_postgres_stopped(tmp_path) -> None:
     _assert_budget_launched_once_each(trials, n_trials)
 
 
+@pytest.mark.slow
 def test_a_worker_that_gives_up_says_so_and_leaves_its_trial_to_be_retried(tmp_path) -> None:
     n_trials, name, studies = 3, "gives-up", tmp_path / "studies"
     space = write_space(tmp_path, env={"SCRIPTED_ITL_MS": "40"}, params=_PARAMS)
@@ -140,6 +141,7 @@ def _fill(directory: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_a_disk_that_fills_up_or_turns_read_only_is_one_line_and_the_rerun_finishes(tmp_path, fault) -> None:
     n_trials, name = 4, "disk"
