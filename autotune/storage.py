@@ -57,8 +57,7 @@ _CONNECT_FAILURES = (
 
 
 class _NoFallbackNoise(logging.Filter):
-    """Optuna logs a lost connection mid-query as a dozen lines ("Caught an error from sqlalchemy ... Falling back")
-    before it fails anyway; the retry says it in one line."""
+    """Optuna logs a connection lost mid-query in a dozen lines, then fails anyway: the retry says it in one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -134,18 +133,13 @@ def _check_driver(parsed: URL, masked: str) -> None:
                             "postgresql+psycopg://... or sqlite:///...") from None  # fmt: skip
     except ImportError as exc:
         fix = f"install the Python driver of {parsed.drivername} (module {exc.name})"
-        if parsed.get_backend_name() == "postgresql":
-            fix = ("write postgresql+psycopg:// (psycopg is installed)" if _importable("psycopg")
-                   else "install the postgres extra: pip install 'autotune[postgres]'")  # fmt: skip
+        if parsed.get_backend_name() == "postgresql":  # the extra only where psycopg really cannot be imported
+            try:
+                importlib.import_module("psycopg")
+                fix = "write postgresql+psycopg:// (psycopg is installed)"
+            except ImportError:
+                fix = "install the postgres extra: pip install 'autotune[postgres]'"
         raise AutotuneError(f"storage {masked}: driver {parsed.drivername!r} not installed; fix: {fix}") from None
-
-
-def _importable(module: str) -> bool:
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
 
 
 def _engine_kwargs(parsed: URL) -> dict:
