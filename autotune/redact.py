@@ -45,11 +45,12 @@ def redact_spec(spec: LaunchSpec) -> dict:
 
 
 def mask_url(url: str) -> str:
-    """A storage URL fit to print: its password replaced."""
+    """A storage URL fit to print: as given, its password replaced."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # not a URL, or a malformed host or port: still no password printed
         return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
 
 
 def scrub_file(path: Path, secrets: list[str]) -> None:

@@ -22,7 +22,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 import warnings
 from collections import Counter
@@ -42,11 +41,11 @@ from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
 from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
 from autotune.prior import prior_model, rank
-from autotune.redact import mask_url
 from autotune.server import check_executable, kill_group, recorded_group_alive
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import check_dataset
 from autotune.status import Phase, StatusCallback, StatusEvent, no_status
+from autotune.storage import Heartbeat, advisory_lock, lock_engine_kwargs, open_storage
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,6 @@ _READY_ATTR = "autotune_slots_ready"
 _READY_WAIT_S = 60.0
 _IDLE_POLL_S = 1.0  # how often a worker with no slot left looks whether the trials still running have ended
 _PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
-_CREATE_ATTEMPTS = 5
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which `study run` process ran a trial
 
 
@@ -78,31 +76,6 @@ class RunOptions:
 
 def default_storage(name: str, studies_dir: Path) -> str:
     return f"sqlite:///{studies_dir / names.study_name(name)}.db"
-
-
-def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RDBStorage:
-    """An RDB storage with heartbeats; a failure to connect is one clear line (password masked)."""
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    callback = _KillOrphanAndRetry() if heartbeat_s else None
-    kwargs = {"heartbeat_interval": heartbeat_s or None, "grace_period": (heartbeat_s or None) and 3 * heartbeat_s,
-              "heartbeat_stale_trial_callback": callback, "engine_kwargs": {"pool_pre_ping": True}}  # fmt: skip
-    try:
-        for attempt in range(_CREATE_ATTEMPTS):
-            try:
-                return optuna.storages.RDBStorage(url, **kwargs)
-            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as exc:
-                # two workers creating the schema of a new database at once: one wins, the other retries (SQLite
-                # says "table ... already exists")
-                raced = isinstance(exc, sqlalchemy.exc.IntegrityError) or "already exists" in str(exc)
-                if not raced or attempt == _CREATE_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.5 * (attempt + 1))
-    except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as exc:
-        reason = shorten(str(exc).splitlines()[0], 200) if str(exc) else type(exc).__name__
-        if isinstance(exc, ImportError) or "psycopg" in reason:
-            reason += "; install the postgres extra: pip install 'autotune[postgres]'"
-        raise AutotuneError(f"cannot open storage {mask_url(url)}: {reason}") from None
 
 
 class _KillOrphanAndRetry:
@@ -284,12 +257,8 @@ def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[
     """Only one worker at a time checks for a slot and pops it."""
     if storage_url.startswith("postgresql"):
         key = int(hashlib.sha256(study_name.encode()).hexdigest()[:15], 16)
-        with _lock_engine(storage_url).connect() as conn:
-            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            try:
-                yield
-            finally:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        with advisory_lock(_lock_engine(storage_url), key):  # taken through a storage outage, as storage calls are
+            yield
         return
     studies_dir.mkdir(parents=True, exist_ok=True)
     with (studies_dir / f".{names.study_name(study_name)}.lock").open("w") as handle:
@@ -303,31 +272,7 @@ def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[
 @functools.lru_cache(maxsize=4)
 def _lock_engine(storage_url: str) -> sqlalchemy.Engine:
     # one pooled connection per storage and process, not a new connection for every trial's lock
-    return sqlalchemy.create_engine(storage_url, pool_size=1, pool_pre_ping=True)
-
-
-class _Heartbeat:
-    """Records the running trial's heartbeat from a thread (study.optimize does this; we drive ask/tell ourselves)."""
-
-    def __init__(self, storage: optuna.storages.RDBStorage, trial_id: int, interval_s: int) -> None:
-        self.storage, self.trial_id, self.interval = storage, trial_id, interval_s
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            self.storage.record_heartbeat(self.trial_id)
-            self.stop.wait(self.interval)
-
-    def __enter__(self) -> _Heartbeat:
-        if self.interval:  # 0: no heartbeats (a study that no other worker watches, e.g. a benchmark's)
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        if self.thread.is_alive():
-            self.thread.join()
+    return sqlalchemy.create_engine(storage_url, **lock_engine_kwargs(storage_url))
 
 
 class _Terminated(BaseException):
@@ -357,7 +302,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
     for engine in space.engines if space.simulate is None else ():  # the simulator runs instead
         check_executable(*engine_as_launched(space, engine, options.executables))
     _refuse_all_infeasible(space)
-    storage = open_storage(options.storage, options.heartbeat_s)
+    storage = open_storage(options.storage, options.heartbeat_s, _KillOrphanAndRetry())
     study = create_or_load(space, space_path, options, storage, on_status)
     study_dir = options.studies_dir / options.name
     pool = GpuPool(options.gpus, node_lock_dir(options.studies_dir)) if options.gpus else None
@@ -520,7 +465,7 @@ def _refuse_all_infeasible(space: SearchSpace) -> None:
 
 
 def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.FrozenTrial:
-    with _Heartbeat(storage, trial._trial_id, heartbeat_s):
+    with Heartbeat(storage, trial._trial_id, heartbeat_s):
         try:
             values = objective(trial)
         except optuna.TrialPruned:

@@ -42,6 +42,9 @@ def configurations(seed: int) -> list[dict]:
 
 def make_study(space_path: Path, name: str, studies_dir: Path, seed: int) -> int:
     """The study, made before `study run` with the configurations as its slots: how many trials it has."""
+    studies_dir.mkdir(
+        parents=True, exist_ok=True
+    )  # a storage directory must exist (only $AUTOTUNE_STUDIES_DIR is made)
     options = RunOptions(name, default_storage(name, studies_dir), studies_dir, n_trials=0)
     study = create_or_load(load_space(space_path), space_path, options, open_storage(options.storage))
     add_slots(study, configurations(seed))

@@ -11,6 +11,7 @@ from typer.core import TyperGroup, TyperOption
 from autotune import __version__
 from autotune.errors import AutotuneError
 from autotune.settings import Settings
+from autotune.storage import unwritable
 
 
 class _OneLineErrors(TyperGroup):
@@ -22,6 +23,11 @@ class _OneLineErrors(TyperGroup):
                 raise
             print(f"autotune: error: {exc}", file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:  # a disk full or read-only under a study: one line with the fix, as our own errors
+            if (error := unwritable(exc)) is None or Settings().debug:
+                raise
+            print(f"autotune: error: {error}", file=sys.stderr)
+            raise typer.Exit(error.exit_code) from None
 
 
 def _flags_take_no_value() -> None:

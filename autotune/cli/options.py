@@ -35,8 +35,9 @@ StudyOpt = Annotated[
 StorageOpt = Annotated[
     str | None,
     typer.Option(
-        help="Optuna storage URL, e.g. postgresql://host/db (default: $AUTOTUNE_STORAGE, else "
-        "sqlite:///studies/NAME.db under $AUTOTUNE_STUDIES_DIR or ./studies)"
+        help="Optuna storage URL, e.g. postgresql+psycopg://host/db (default: $AUTOTUNE_STORAGE, else "
+        "sqlite:///studies/NAME.db under $AUTOTUNE_STUDIES_DIR or ./studies); a storage that stops answering is "
+        "retried for $AUTOTUNE_STORAGE_RETRY_S seconds (default 120)"
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output (JSON on stdout)")]
