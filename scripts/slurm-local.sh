@@ -9,7 +9,8 @@
 # spool, logs, pid files. Daemons: one munged (its own socket and key, not the system's), one slurmctld, two slurmd
 # (nodes n0 and n1 on this host: Slurm's multiple-slurmd mode, each node "8 GPUs" that Slurm only counts), and a
 # slurmdbd for sacct when MariaDB answers at 127.0.0.1:3306 as root without a password (its database
-# autotune_slurm_acct_*, dropped by `down`); without it there is no sacct and jobs' ends are in log/jobcomp.txt.
+# autotune_slurm_acct_*, dropped by `down`); without it (or with SLURM_LOCAL_ACCOUNTING=0) there is no sacct, and
+# the jobs' ends are in log/jobcomp.txt (always written).
 # No cgroups: proctrack/linuxproc (a step's processes are those descended from it), task/none.
 # Ports are chosen free at `up`. Needs: apt-get install slurm-wlm munge slurmdbd (slurmdbd only for sacct).
 set -euo pipefail
@@ -70,7 +71,7 @@ write_config() {
     local topology
     topology=$(slurmd -C | head -1 | grep -oE '(Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore|CPUs)=[0-9]+' | tr '\n' ' ')
     local accounting="AccountingStorageType=accounting_storage/none"
-    if mysql_ok && command -v slurmdbd >/dev/null; then
+    if [[ ${SLURM_LOCAL_ACCOUNTING:-1} != 0 ]] && mysql_ok && command -v slurmdbd >/dev/null; then
         dbd_port=$(free_port)
         echo "autotune_slurm_acct_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')" > "$DIR/dbname"
         accounting="AccountingStorageType=accounting_storage/slurmdbd
