@@ -46,7 +46,10 @@ def test_a_killed_tuners_engine_is_killed_before_the_rerun_launches_and_its_time
         # a heartbeat far longer than the test: its grace period cannot be what ends the orphan's trial
         rerun = subprocess.Popen(argv, cwd=REPO, env=env | {"AUTOTUNE_HEARTBEAT_S": "3600"}, start_new_session=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        _, err = rerun.communicate(timeout=_GUARD_S)
+        try:
+            _, err = rerun.communicate(timeout=_GUARD_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the rerun never ended the orphan's trial (it waits for the trial's heartbeat to go stale)")
         assert rerun.returncode == 0, err
     finally:
         for group in (tuner.pid, rerun and rerun.pid):
