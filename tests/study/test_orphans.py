@@ -26,9 +26,8 @@ _GUARD_S = 240  # a guard against a hang (the old behaviour: the rerun waits for
 
 
 def test_a_killed_tuners_engine_is_killed_before_the_rerun_launches_and_its_time_counted(tmp_path, studies) -> None:
-    launches = (
-        tmp_path / "launches.log"
-    )  # each scripted engine appends "start PID TIME" and, at SIGTERM, "stop PID TIME"
+    # each scripted engine appends "start PID TIME" as it starts and, at SIGTERM, "stop PID TIME"
+    launches = tmp_path / "launches.log"
     space = write_space(tmp_path, stall_timeout_s=600, params={"max_num_seqs": {"choices": [2, 8], "default": 2}})
     argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "2", "--seed", "1",
             "--executable", ENGINE]  # fmt: skip
@@ -55,8 +54,9 @@ def test_a_killed_tuners_engine_is_killed_before_the_rerun_launches_and_its_time
         for group in (tuner.pid, rerun and rerun.pid):
             if group and group_alive(group):
                 kill_group(group, grace_s=5)
-        if orphan is not None and orphan.alive_here():
-            kill_group(orphan.pgid, grace_s=5)
+        for trial in _study(studies).trials if (studies / "scripted.db").exists() else []:  # the orphan, and others
+            if (engine := EngineProcess.of(trial)) is not None and engine.alive_here():
+                kill_group(engine.pgid, grace_s=5)
 
     events = [line.split()[:2] for line in launches.read_text().splitlines()]
     assert events[0] == ["start", str(orphan.pgid)]
