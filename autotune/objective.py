@@ -42,9 +42,9 @@ from autotune.errors import EngineNotInstalled, FailureKind, UnsupportedConfig
 from autotune.export import public_config, shell_script
 from autotune.gpus import GpuPool
 from autotune.launch import LaunchFailed, launch_for, with_inherited_key
+from autotune.orphans import ENGINE_ATTR, EngineProcess
 from autotune.ranking import best_of
 from autotune.redact import redact_spec
-from autotune.server import group_record
 from autotune.sim.engine import SimulatedEngine
 from autotune.space import Point, SearchSpace
 from autotune.status import Phase, StatusCallback, StatusEvent, no_status
@@ -293,13 +293,14 @@ class Objective:
             else None
         )
         sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start)
-        started, served = time.monotonic(), False
+        # the trial's node-minutes: from here to the engine's stop (the engine record's clock: an orphan's, if killed)
+        started, launched_at, served = time.monotonic(), time.time(), False
         trial.set_user_attr("launched", True)
         self.env.on_status(StatusEvent(Phase.LAUNCHING, trial.number))
         try:
             with launch:
                 if launch.pgid is not None:  # first: what a worker that finds this trial stale must kill
-                    trial.set_user_attr("engine_process", group_record(launch.pgid))
+                    trial.set_user_attr(ENGINE_ATTR, EngineProcess.launched(launch.pgid, launched_at).model_dump())
                 self.env.on_status(StatusEvent(Phase.WAITING_READY, trial.number))
                 ready_s = launch.wait_ready(self.space.startup_timeout_s)
                 if launch.pgid is not None:

@@ -4,8 +4,9 @@ The trial budget is a set of WAITING trials ("slots") created with the study: ea
 configuration in the space, the seed study's step 1) and N − baselines empty slots the sampler fills. Workers pop
 slots under a lock (a PostgreSQL advisory lock, or a file lock for SQLite), so two workers never make more trials than
 asked. The budget counts launches (``autotune.budget``): a trial that launches nothing (a duplicate, a rejection)
-gives its slot back, and a study whose space is exhausted stops with slots left. Heartbeats mark a worker's running trial; when a worker dies, the next one to start finds the trial stale,
-kills the engine process group it left (recorded in the trial), and retries the configuration in a new slot.
+gives its slot back, and a study whose space is exhausted stops with slots left. A worker that dies leaves its trial
+RUNNING and its engine orphaned: the next run on its host at once, any worker once the trial's heartbeat is stale, kills
+the engine, counts its time and retries the configuration in a new slot (``autotune.orphans``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import socket
 import sys
 import time
 import warnings
@@ -40,8 +40,10 @@ from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
 from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
+from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
+from autotune.orphans import end_dead_workers_trials, mark_worker
 from autotune.prior import prior_model, rank
-from autotune.server import check_executable, kill_group, recorded_group_alive
+from autotune.server import check_executable
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import check_dataset
 from autotune.status import Phase, StatusCallback, StatusEvent, no_status
@@ -56,7 +58,6 @@ _READY_ATTR = "autotune_slots_ready"
 _READY_WAIT_S = 60.0
 _IDLE_POLL_S = 1.0  # how often a worker with no slot left looks whether the trials still running have ended
 _PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
-WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which `study run` process ran a trial
 
 
 @dataclass(frozen=True)
@@ -76,21 +77,6 @@ class RunOptions:
 
 def default_storage(name: str, studies_dir: Path) -> str:
     return f"sqlite:///{studies_dir / names.study_name(name)}.db"
-
-
-class _KillOrphanAndRetry:
-    """For a trial whose worker died: kill the engine it left running, then retry its configuration."""
-
-    def __init__(self) -> None:
-        self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
-
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        record = trial.user_attrs.get("engine_process")
-        if recorded_group_alive(record):
-            log.warning("trial %d: killing the engine process group %d its dead worker left", trial.number,
-                        record["pgid"])  # fmt: skip
-            kill_group(record["pgid"])
-        self.retry(study, trial)
 
 
 def baseline_params(space: SearchSpace, engine: str) -> dict:
@@ -330,7 +316,7 @@ def run_trials(prepared: PreparedStudy,
                 log.info("study %s: space exhausted: %s", options.name, reason)
                 break
             with slot_lock(options.storage, options.name, options.studies_dir):
-                optuna.storages.fail_stale_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
+                end_dead_workers_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
                 trial = _pop_slot(study, prepared.storage, options.heartbeat_s)
             if trial is None:
                 # no slot left; a trial still running elsewhere may yet go stale and come back to be retried
@@ -339,7 +325,7 @@ def run_trials(prepared: PreparedStudy,
                     time.sleep(min(options.heartbeat_s, _IDLE_POLL_S))
                     continue
                 break
-            trial.set_user_attr("worker", WORKER)
+            mark_worker(trial)
             frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
             _give_back_slot(prepared, frozen)
             if on_trial:
@@ -509,10 +495,10 @@ def give_back_slot(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> Non
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:
-    """Optuna's, under the study's slot lock: two workers that both saw a trial stale would both retry it, and the
-    study would run more trials than its budget."""
+    """``autotune.orphans.end_dead_workers_trials``, under the study's slot lock: two workers that both saw a trial
+    stale would both retry it, and the study would run more trials than its budget."""
     with slot_lock(options.storage, options.name, options.studies_dir):
-        optuna.storages.fail_stale_trials(study)
+        end_dead_workers_trials(study)
 
 
 def _raise_terminated(signum: int, frame: object) -> None:

@@ -1,0 +1,191 @@
+"""A dead tuner's trials: kill the engine it left running, count that engine's time, retry the configuration.
+
+A trial records which ``study run`` process runs it (``worker_process``: host, boot, pid and that process's start
+time) and the engine it launched (``engine_process``: its process group and when the launch began). A tuner killed
+outright (SIGKILL, out of memory) leaves both behind with its trial RUNNING. Two ways such a trial is ended:
+
+- on the same host, at once: the next run finds the tuner's process gone (or its pid given to a later process: another
+  start time) before it launches anything, and ends the trial; the orphan would otherwise hold its memory beside the
+  next launch until the heartbeat's grace period ran out.
+- from any host, once its heartbeat is stale (a host that died, a worker on another machine): the grace period.
+
+Either way the same steps, under the study's slot lock (so a trial is ended and retried once): kill the recorded
+engine group if it still runs here, record the trial's node-minutes as its engine's time (launch to kill, or to the
+last heartbeat where the kill time is unknown), fail it, and retry its configuration as a new slot (Optuna's
+``RetryHeartbeatStaleTrialCallback``).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+
+import optuna
+import pydantic
+import sqlalchemy
+from optuna.storages._heartbeat import BaseHeartbeat
+from optuna.storages._rdb import models as rdb_models  # the heartbeat table: Optuna reads it the same way
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune.server import group_record, kill_group, recorded_group_alive
+
+log = logging.getLogger(__name__)
+WORKER_ATTR, ENGINE_ATTR = "worker_process", "engine_process"
+# what a retry must not inherit from the trial it replaces: that trial's tuner, engine and cost are not the retry's
+# (a retry popped by a live worker must not look like the dead worker's trial until it records its own)
+_NOT_INHERITED = (WORKER_ATTR, ENGINE_ATTR, "node_minutes")
+
+
+class TunerProcess(pydantic.BaseModel):
+    """The ``study run`` process running a trial: enough to tell, on its host, that it has exited, even where its pid
+    has since been given to another process (the start time differs)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+    host: str
+    boot_id: str | None
+    pid: int
+    started: int | None  # clock ticks since boot (/proc/PID/stat)
+
+    @classmethod
+    def this_one(cls) -> TunerProcess:
+        # group_record reads what identifies any process by its id (host, boot, start time), a group's leader or not
+        record = group_record(os.getpid())
+        return cls(host=record["host"], boot_id=record["boot_id"], pid=os.getpid(), started=record["started"])
+
+    def gone_from_this_host(self) -> bool:
+        """Whether it ran on this machine (same host, same boot) and has exited; False for another machine's, whose
+        trials only their heartbeat can tell about."""
+        now = group_record(self.pid)
+        if self.host != now["host"] or self.boot_id is None or self.boot_id != now["boot_id"]:
+            return False
+        return now["started"] != self.started
+
+
+class EngineProcess(pydantic.BaseModel):
+    """A trial's engine launch: the process group a restarted tuner kills (``autotune.server.group_record``), and when
+    it ran (epoch seconds, this host's clock)."""
+
+    pgid: int
+    host: str
+    boot_id: str | None
+    started: int | None  # the group leader's start, clock ticks since boot: tells a recycled group id apart
+    launched_at: float | None = None  # when the launch began (None in studies recorded before it was)
+    ended_at: float | None = None  # when a tuner that found it orphaned killed it (or its last heartbeat)
+
+    @classmethod
+    def launched(cls, pgid: int, launched_at: float) -> EngineProcess:
+        return cls(**group_record(pgid), launched_at=launched_at)
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> EngineProcess | None:
+        try:
+            return cls.model_validate(trial.user_attrs[ENGINE_ATTR])
+        except (KeyError, pydantic.ValidationError):
+            return None
+
+    def alive_here(self) -> bool:
+        """Whether its group still runs on this machine, the same processes."""
+        return recorded_group_alive(self.model_dump())
+
+    def node_minutes(self) -> float | None:
+        """The engine's time, as a trial's node-minutes count a real engine (its wall time); None when unknown."""
+        if self.launched_at is None or self.ended_at is None:
+            return None
+        return round(max(0.0, self.ended_at - self.launched_at) / 60, 3)
+
+
+def mark_worker(trial: optuna.Trial) -> None:
+    """Record which process runs ``trial``: ``worker`` to read (host:pid), ``worker_process`` to check."""
+    tuner = TunerProcess.this_one()
+    trial.set_user_attr("worker", f"{tuner.host}:{tuner.pid}")
+    trial.set_user_attr(WORKER_ATTR, tuner.model_dump())
+
+
+def end_dead_workers_trials(study: optuna.Study) -> list[int]:
+    """End the study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale: kill, count,
+    fail, retry (the module docstring). Call it under the study's slot lock. Returns the numbers of the trials ended."""
+    storage = study._storage
+    stale = set(storage._get_stale_trial_ids(study._study_id)) if _heartbeats(storage) else set()
+    ended = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if (trial._trial_id in stale or _tuner_gone(trial)) and _end(study, trial):
+            ended.append(trial.number)
+    return ended
+
+
+class KillOrphanAndRetry:
+    """For a trial whose worker died: kill the engine it left running, then retry its configuration (the last step of
+    ``end_dead_workers_trials``; also the storage's stale-trial callback, for Optuna's own ``fail_stale_trials``)."""
+
+    def __init__(self) -> None:
+        self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        engine = EngineProcess.of(trial)
+        if engine is not None:
+            _kill_orphan(trial.number, engine)
+        retried = copy.copy(trial)
+        retried.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in _NOT_INHERITED}
+        self.retry(study, retried)
+
+
+def _tuner_gone(trial: FrozenTrial) -> bool:
+    try:
+        tuner = TunerProcess.model_validate(trial.user_attrs[WORKER_ATTR])
+    except (KeyError, pydantic.ValidationError):  # not recorded yet (just popped), or an older study's trial
+        return False
+    return tuner.gone_from_this_host()
+
+
+def _kill_orphan(number: int, engine: EngineProcess) -> float | None:
+    """Kill the engine's group where it still runs here; when it was killed, or None when it was not running here."""
+    if not engine.alive_here():
+        return None
+    log.warning("trial %d: killing the engine process group %d its dead worker left", number, engine.pgid)
+    kill_group(engine.pgid)
+    return time.time()
+
+
+def _end(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """Kill the trial's engine (where it runs here), record its node-minutes, fail it and retry it; False when its own
+    worker finished it meanwhile."""
+    storage, engine = study._storage, EngineProcess.of(trial)
+    try:
+        if engine is not None:
+            # gone already, or on another machine: it ran at least until the trial's last heartbeat
+            ended_at = _kill_orphan(trial.number, engine) or _last_heartbeat(storage, trial._trial_id)
+            engine = engine.model_copy(update={"ended_at": ended_at})
+            storage.set_trial_user_attr(trial._trial_id, ENGINE_ATTR, engine.model_dump())
+            if (minutes := engine.node_minutes()) is not None and "simulated" not in trial.user_attrs:
+                # a simulated trial's node-minutes are the space's virtual costs (autotune.objective), not its time
+                storage.set_trial_user_attr(trial._trial_id, "node_minutes", minutes)
+        if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+            return False
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+    log.warning("trial %d: its worker is gone; failed, and retried as a new trial", trial.number)
+    KillOrphanAndRetry()(study, storage.get_trial(trial._trial_id))
+    return True
+
+
+def _heartbeats(storage: optuna.storages.BaseStorage) -> bool:
+    return isinstance(storage, BaseHeartbeat) and storage.get_heartbeat_interval() is not None
+
+
+def _last_heartbeat(storage: optuna.storages.BaseStorage, trial_id: int) -> float | None:
+    """When the trial's last heartbeat was recorded, in this host's epoch seconds (the database's clock makes both
+    the heartbeat and its "now", so only their difference is used); None without one."""
+    if not _heartbeats(storage):
+        return None
+    rdb = getattr(storage, "_backend", storage)  # a study's storage is the RDB storage behind Optuna's cache
+    session = rdb.scoped_session()
+    try:
+        heartbeat = rdb_models.TrialHeartbeatModel.where_trial_id(trial_id, session)
+        if heartbeat is None:
+            return None
+        now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)
+        return time.time() - (now - heartbeat.heartbeat).total_seconds()
+    finally:
+        session.close()
