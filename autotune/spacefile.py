@@ -26,29 +26,11 @@ from autotune.space import (
     SearchSpace,
     TiedParam,
 )
+from autotune.yamlload import AliasBomb, load_yaml
 
 # Knobs a space sets through its structure, not through fixed/params.
 _STRUCTURAL_KNOBS = {"engine": "list the engine under engines:", "engine_version": "set engines.<name>.version"}
 _SERVER_KNOBS = [k for k in KNOBS if k not in _STRUCTURAL_KNOBS]
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML would silently keep the last one)."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
-    seen: dict[Any, yaml.Mark] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", key_node.start_mark
-            )
-        seen[key] = key_node.start_mark
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
 SHIPPED_SPACES = Path(__file__).parent / "spaces"
@@ -100,11 +82,13 @@ def load_space(ref: str | Path) -> SearchSpace:
 def parse_space(text: str, source: str = "<string>") -> SearchSpace:
     """Validate a search space given as YAML text; ``source`` names it in errors."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, AliasBomb):
+            raise SpaceError(source, where, problem, exc.fix) from None
         raise SpaceError(source, where, f"malformed YAML: {problem}", "correct the YAML syntax there") from None
     if not isinstance(data, dict):
         raise SpaceError(
