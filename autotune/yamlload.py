@@ -1,8 +1,9 @@
 """Reading YAML a user wrote (a space, a workload list, a ``--set`` value): one loader for all of it.
 
-It is PyYAML's SafeLoader, with two refusals:
+It is PyYAML's SafeLoader, with three refusals, each a ``yaml.YAMLError`` with its line:
 
 - a duplicate key (PyYAML would silently keep the last one);
+- an integer too long for Python to read (more than ``sys.get_int_max_str_digits()`` digits: a ValueError otherwise);
 - aliases that repeat more than ``MAX_ALIAS_VALUES`` values in all. An alias (``*name``) is a reference to its
   anchor's node, so nine nested lists of nine aliases are 90 nodes in the file and 9⁹ values once expanded (an
   "alias bomb"): gigabytes, and minutes of validating. The values each alias stands for are counted while the
@@ -64,7 +65,17 @@ def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict
     return loader.construct_mapping(node)
 
 
+def _int_python_can_read(loader: _Loader, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # Python refuses to read an integer of more than sys.get_int_max_str_digits() digits
+        raise yaml.constructor.ConstructorError(
+            None, None, "an integer with too many digits", node.start_mark
+        ) from None
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+_Loader.add_constructor("tag:yaml.org,2002:int", _int_python_can_read)
 
 
 def load_yaml(text: str) -> Any:
