@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from autotune.text import shorten
+
+_PATH_WIDTH = 200  # characters of a key path in an error
+
 
 class AutotuneError(Exception):
     """Root of all errors autotune raises on purpose."""
@@ -41,7 +45,7 @@ class SpaceError(UsageError):
 
     def __init__(self, source: str, path: str, problem: str, fix: str) -> None:
         self.source, self.path, self.problem, self.fix = source, path, problem, fix
-        where = f"{source}: {path}" if path else source
+        where = f"{source}: {shorten(path, _PATH_WIDTH)}" if path else source  # its keys are the file's, any length
         super().__init__(f"{where}: {problem}; fix: {fix}")
 
 

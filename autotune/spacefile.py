@@ -26,29 +26,12 @@ from autotune.space import (
     SearchSpace,
     TiedParam,
 )
+from autotune.text import brief_repr
+from autotune.yamlload import AliasBomb, load_yaml
 
 # Knobs a space sets through its structure, not through fixed/params.
 _STRUCTURAL_KNOBS = {"engine": "list the engine under engines:", "engine_version": "set engines.<name>.version"}
 _SERVER_KNOBS = [k for k in KNOBS if k not in _STRUCTURAL_KNOBS]
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML would silently keep the last one)."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
-    seen: dict[Any, yaml.Mark] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", key_node.start_mark
-            )
-        seen[key] = key_node.start_mark
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
 SHIPPED_SPACES = Path(__file__).parent / "spaces"
@@ -100,11 +83,13 @@ def load_space(ref: str | Path) -> SearchSpace:
 def parse_space(text: str, source: str = "<string>") -> SearchSpace:
     """Validate a search space given as YAML text; ``source`` names it in errors."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, AliasBomb):
+            raise SpaceError(source, where, problem, exc.fix) from None
         raise SpaceError(source, where, f"malformed YAML: {problem}", "correct the YAML syntax there") from None
     if not isinstance(data, dict):
         raise SpaceError(
@@ -146,21 +131,21 @@ def _space_error(source: str, error: ErrorDetails) -> SpaceError:
     kind, value = error["type"], error.get("input")
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])
-        return SpaceError(source, path, f"unknown key {key!r}", _valid_keys_hint(key, parent))
+        return SpaceError(source, path, f"unknown key {brief_repr(key)}", _valid_keys_hint(key, parent))
     if kind == "missing":
         return SpaceError(
             source, path, "required key is missing", "add it (see the shipped spaces in autotune/spaces/)"
         )
     if kind == "param_kind":
         return SpaceError(
-            source, path, f"{error['msg']}, got {value!r}", "write e.g. {choices: [a, b]} or {int: [1, 8]}"
+            source, path, f"{error['msg']}, got {brief_repr(value)}", "write e.g. {choices: [a, b]} or {int: [1, 8]}"
         )
     if kind == "value_error" and "; fix: " in error["msg"]:
         # a validator that says its own fix; the value is not echoed (it may be a credential)
         message, _, fix = error["msg"].removeprefix("Value error, ").partition("; fix: ")
         return SpaceError(source, path, message, fix)
     fix = _FIXES.get(kind, "give a value of the expected type")
-    return SpaceError(source, path, f"{error['msg'].lower()} (got {value!r})", fix)
+    return SpaceError(source, path, f"{error['msg'].lower()} (got {brief_repr(value)})", fix)
 
 
 _FIXES = {
@@ -243,7 +228,7 @@ def _check_semantics(space: SearchSpace, source: str) -> None:
 
     for engine in space.engines:
         if engine not in ENGINES:
-            fail(f"engines.{engine}", f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}")
+            fail(f"engines.{engine}", f"unknown engine {brief_repr(engine)}", f"use one of: {', '.join(ENGINES)}")
     _check_fixed(space.fixed, "fixed", fail)
     _check_params(space.params, "params", fail)
     for engine, section in space.engines.items():
@@ -280,18 +265,24 @@ def _check_version(version: str | None, path: str, fail) -> None:
 
 def _unknown_knob(name: str, path: str, fail, allowed: list[str]) -> None:
     if name in _STRUCTURAL_KNOBS:
-        fail(path, f"{name!r} cannot be set here", _STRUCTURAL_KNOBS[name])
+        fail(path, f"{brief_repr(name)} cannot be set here", _STRUCTURAL_KNOBS[name])
     close = difflib.get_close_matches(name, allowed, n=1)
     guess = f"did you mean {close[0]!r}? " if close else ""
-    fail(path, f"unknown knob {name!r}", f"{guess}`autotune knobs` lists them ({', '.join(allowed)})")
+    fail(path, f"unknown knob {brief_repr(name)}", f"{guess}`autotune knobs` lists them ({', '.join(allowed)})")
 
 
 def _check_value(knob: str, value: Any, path: str, fail) -> None:
     try:
         knob_adapter(knob).validate_python(value, strict=not isinstance(value, (dict, list)))
     except ValidationError as exc:
+        error = exc.errors()[0]
+        for item in error["loc"]:  # into a mapping or list (env, extra_args): name the bad entry, echo only it
+            if isinstance(value, dict) and item in value:
+                path, value = f"{path}.{item}", value[item]
+            elif isinstance(value, list) and isinstance(item, int) and 0 <= item < len(value):
+                path, value = f"{path}[{item}]", value[item]
         fail(
-            path, f"{value!r} is not a valid {knob}: {exc.errors()[0]['msg'].lower()}", f"give a valid value for {knob}"
+            path, f"{brief_repr(value)} is not a valid {knob}: {error['msg'].lower()}", f"give a valid value for {knob}"
         )
 
 
@@ -310,7 +301,7 @@ def _check_params(params: dict[str, Any], path: str, fail) -> None:
             fail(here, "'engine' is chosen from the engines: section", "list the engines under engines:")
         if isinstance(param, TiedParam):
             if name in KNOBS:
-                fail(here, f"a tied group is named after the knob {name!r}", "name the group, e.g. layout")
+                fail(here, f"a tied group is named after the knob {brief_repr(name)}", "name the group, e.g. layout")
             for i, option in enumerate(param.tied):
                 for knob, value in option.items():
                     if knob not in knobs:
@@ -323,7 +314,11 @@ def _check_params(params: dict[str, Any], path: str, fail) -> None:
                     "add default: {…}",
                 )
             if param.default not in param.tied:
-                fail(f"{here}.default", f"{param.default!r} is not one of the tied options", "copy one option verbatim")
+                fail(
+                    f"{here}.default",
+                    f"{brief_repr(param.default)} is not one of the tied options",
+                    "copy one option verbatim",
+                )
             continue
         if name not in knobs:
             _unknown_knob(name, here, fail, knobs)
@@ -339,20 +334,32 @@ def _check_param_values(knob: str, param: Any, path: str, fail) -> None:
                 _check_value(knob, value, f"{path}.choices[{i}]", fail)
         if param.default not in param.choices:
             null = " (no default means null: leave the knob to the engine)" if param.default is None else ""
-            fail(f"{path}.default", f"{param.default!r} is not among the choices{null}", "pick one of the choices")
+            fail(
+                f"{path}.default",
+                f"{brief_repr(param.default)} is not among the choices{null}",
+                "pick one of the choices",
+            )
         return
     kind = "int" if isinstance(param, IntParam) else "float"
     low, high = param.bounds
     for bound in (low, high):
         _check_value(knob, bound, f"{path}.{kind}", fail)
     if not low <= high or (isinstance(low, float) and not math.isfinite(high - low)):
-        fail(f"{path}.{kind}", f"empty range [{low}, {high}]", "write [low, high] with low <= high")
+        fail(
+            f"{path}.{kind}",
+            f"empty range [{brief_repr(low)}, {brief_repr(high)}]",
+            "write [low, high] with low <= high",
+        )
     if param.log and low <= 0:
-        fail(f"{path}.{kind}", f"a log range must start above 0, got {low}", "raise low or drop log: true")
+        fail(f"{path}.{kind}", f"a log range must start above 0, got {brief_repr(low)}", "raise low or drop log: true")
     if param.log and (param.step not in (None, 1)):
         fail(f"{path}.step", "log: true cannot be combined with a step", "drop one of them")
     if param.step is not None and param.step > high - low and low != high:
-        fail(f"{path}.step", f"step {param.step} is wider than the range [{low}, {high}]", "use a smaller step")
+        fail(
+            f"{path}.step",
+            f"step {brief_repr(param.step)} is wider than the range [{brief_repr(low)}, {brief_repr(high)}]",
+            "use a smaller step",
+        )
     if param.default is None:
         fail(
             f"{path}.default",
@@ -360,7 +367,11 @@ def _check_param_values(knob: str, param: Any, path: str, fail) -> None:
             "add default: VALUE in the range",
         )
     if not low <= param.default <= high:
-        fail(f"{path}.default", f"{param.default} is outside [{low}, {high}]", "pick a default inside the range")
+        fail(
+            f"{path}.default",
+            f"{brief_repr(param.default)} is outside [{brief_repr(low)}, {brief_repr(high)}]",
+            "pick a default inside the range",
+        )
 
 
 def _check_overlaps(space: SearchSpace, engine: str, fail) -> None:

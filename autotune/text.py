@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
+from typing import Any
 
 ELLIPSIS = "…"
+VALUE_WIDTH = 80  # characters of a value an error message echoes (a value from a file can be megabytes)
 
 
 def shorten(text: str, limit: int, full_text_at: str | Path | None = None) -> str:
@@ -26,3 +29,12 @@ def shorten(text: str, limit: int, full_text_at: str | Path | None = None) -> st
     head = head[:space] if space >= limit // 2 else line[:room]
     cut = head.rstrip(" ,;:([{'\"") + ELLIPSIS
     return f"{cut} (full text: {full_text_at})" if full_text_at else cut
+
+
+def brief_repr(value: Any, limit: int = VALUE_WIDTH) -> str:
+    """``repr(value)`` for an error message, in at most ``limit`` characters (cut as ``shorten`` cuts). Long strings,
+    lists and mappings are elided as they are written (``reprlib``), so a huge value costs no huge repr."""
+    brief = reprlib.Repr()
+    brief.maxlevel, brief.maxstring, brief.maxother = 3, limit, limit
+    brief.maxlist = brief.maxtuple = brief.maxset = brief.maxdict = 8
+    return shorten(brief.repr(value), limit)

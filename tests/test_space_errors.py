@@ -115,6 +115,12 @@ CASES = {
         ["chat_template"],
     ),
     "unknown SLO metric": (mutated(lambda d: d["objective"].update(slo={"p42_ttft_ms": 5})), ["objective.slo"]),
+    "bad entry of a mapping knob": (
+        mutated(lambda d: d["engines"]["vllm"]["fixed"]["env"].update(NUMBER=1)),
+        ["engines.vllm.fixed.env.NUMBER: 1 is not a valid env"],
+    ),
+    "integer too long for Python": ("trials: " + "9" * 5000 + "\n", ["line 1", "too many digits"]),
+    "list as a key": ("? [a, b]\n: 1\n", ["line 1", "unhashable key"]),
     "negative memory fraction": (
         mutated(lambda d: d["params"].update(gpu_memory_utilization={"float": [-0.5, 0.9], "default": 0.9})),
         ["params.gpu_memory_utilization.float"],

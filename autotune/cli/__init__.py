@@ -6,15 +6,16 @@ import sys
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperOption
 
 from autotune import __version__
+from autotune.cli.usage import OneLineUsage
 from autotune.errors import AutotuneError
 from autotune.settings import Settings
 from autotune.storage import unwritable
 
 
-class _OneLineErrors(TyperGroup):
+class _OneLineErrors(OneLineUsage):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

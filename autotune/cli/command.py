@@ -7,6 +7,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+import yaml
 from pydantic import ValidationError
 
 from autotune.cli.options import GPUS_HELP
@@ -16,6 +17,8 @@ from autotune.errors import UsageError
 from autotune.gpus import parse_gpus
 from autotune.models import resolve_model
 from autotune.spacefile import load_space
+from autotune.text import shorten
+from autotune.yamlload import load_yaml
 
 _UNSET = ("null", "none", "")
 
@@ -85,18 +88,17 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
 def _parse_value(knob: str, raw: str) -> Any:
     if raw.lower() in _UNSET and knob not in ("engine", "model"):
         return None
-    import yaml  # structured knobs (env, extra_args) are written as YAML/JSON flow values
-
-    value: Any = raw
+    value: Any = raw  # structured knobs (env, extra_args) are written as YAML/JSON flow values
     if knob in ("env", "extra_args"):
         try:
-            value = yaml.safe_load(raw)
+            value = load_yaml(raw)
         except yaml.YAMLError:
             raise UsageError(f"--set {knob}: not a YAML/JSON value; fix: e.g. --set 'env={{A: \"1\"}}'") from None
     try:
         return knob_adapter(knob).validate_python(value)
     except ValidationError as exc:
-        raise UsageError(f"--set {knob}={raw}: {exc.errors()[0]['msg'].lower()}; fix: give a valid {knob}") from None
+        shown = shorten(raw, 80)
+        raise UsageError(f"--set {knob}={shown}: {exc.errors()[0]['msg'].lower()}; fix: give a valid {knob}") from None
 
 
 def _base(file: str | None, engine: str | None) -> tuple[dict[str, Any], Hardware, list[str] | None]:

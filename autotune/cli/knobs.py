@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from autotune.cli.options import JsonOpt
 from autotune.config import CLIENT_KNOBS, FILE_KNOBS, KNOBS, Hardware, ServerConfig, knob_adapter
 from autotune.engines import ENGINES, Engine, get_engine
 from autotune.errors import UnsupportedConfig
 from autotune.space import Workload
+from autotune.yamlload import load_yaml
 
 # What each knob means; a knob of ServerConfig or CLIENT_KNOBS missing here fails tests/test_knobs.py.
 DESCRIPTIONS: dict[str, str] = {
@@ -172,7 +172,7 @@ def _rendering(engine: str, name: str, examples: list[Any]) -> Rendering:
             return Rendering(engine, refused=exc.reason.split(": ", 1)[-1])
         added = _added(base.argv, spec.argv) + [f"{k}={v}" for k, v in spec.env.items() if base.env.get(k) != v]
         for file, text in spec.files.items():  # TRT-LLM's options file: its content, after its flag
-            added += [*([] if file in added else [file]), "containing", json.dumps(yaml.safe_load(text))]
+            added += [*([] if file in added else [file]), "containing", json.dumps(load_yaml(text))]
         if added:
             words.append((f"{_value_text(value)} → " if len(examples) > 1 else "") + " ".join(added))
     if words:

@@ -27,6 +27,7 @@ from autotune.ranking import best_of, best_trial, maximizes
 from autotune.settings import Settings
 from autotune.space import Objective, SearchSpace, Workload
 from autotune.spacefile import load_space
+from autotune.text import shorten
 from autotune.validate import (
     CONFIDENCES,
     Contender,
@@ -38,8 +39,10 @@ from autotune.validate import (
     seed_suite,
     validate,
 )
+from autotune.yamlload import AliasBomb, load_yaml
 
 _LOAD_KEYS = ("max_concurrency", "request_rate")  # a workload in a --workloads file that sets one keeps its own load
+_REASON_WIDTH = 300  # characters of why a --workloads file was refused (a bad value can be megabytes)
 
 
 def validate_command(
@@ -167,11 +170,14 @@ def _contender(study: optuna.Study, space: SearchSpace, which: str) -> Contender
 
 def _workloads(path: Path) -> list[NamedWorkload]:
     try:
-        items = yaml.safe_load(path.read_text())
+        items = load_yaml(path.read_text())
         return [NamedWorkload(item.pop("name"), Workload.model_validate(item), any(k in item for k in _LOAD_KEYS))
                 for item in items]  # fmt: skip
+    except AliasBomb as exc:
+        raise UsageError(f"{path}: line {exc.problem_mark.line + 1}: {exc.problem}; fix: {exc.fix}") from None
     except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValidationError) as exc:
-        raise UsageError(f"{path}: not a YAML list of workloads with names ({exc}); fix: see README") from None
+        reason = shorten(str(exc), _REASON_WIDTH)  # one line, however long the bad value
+        raise UsageError(f"{path}: not a YAML list of workloads with names ({reason}); fix: see README") from None
 
 
 def _table(rows: list[dict], simulated: str, confidence: float, contenders: dict[str, Contender],

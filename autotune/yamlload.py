@@ -1,0 +1,88 @@
+"""Reading YAML a user wrote (a space, a workload list, a ``--set`` value): one loader for all of it.
+
+It is PyYAML's SafeLoader, with three refusals, each a ``yaml.YAMLError`` with its line:
+
+- a duplicate key (PyYAML would silently keep the last one);
+- an integer too long for Python to read (more than ``sys.get_int_max_str_digits()`` digits: a ValueError otherwise);
+- aliases that repeat more than ``MAX_ALIAS_VALUES`` values in all. An alias (``*name``) is a reference to its
+  anchor's node, so nine nested lists of nine aliases are 90 nodes in the file and 9⁹ values once expanded (an
+  "alias bomb"): gigabytes, and minutes of validating. The values each alias stands for are counted while the
+  document is composed, before anything is expanded, and the document is refused at the alias that crosses the bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+# Values (scalars, lists, mappings) that aliases may repeat in one document. A space shares a block of a few dozen
+# values between engines this way; ten thousand leaves room for that and keeps validation and errors instant.
+MAX_ALIAS_VALUES = 10_000
+
+
+class AliasBomb(yaml.MarkedYAMLError):
+    """The document's aliases repeat more than ``MAX_ALIAS_VALUES`` values; ``problem_mark`` is the alias."""
+
+    fix = "write the repeated values out, or repeat fewer of them through aliases (*name)"
+
+
+class _Loader(yaml.SafeLoader):
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._values: dict[int, int] = {}  # id(node) -> values it stands for, itself and everything under it
+        self._repeated = 0  # values the aliases composed so far stand for
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            node = super().compose_node(parent, index)
+            self._repeated += self._values.get(id(node), 1)  # an alias inside its own anchor: one value
+            if self._repeated > MAX_ALIAS_VALUES:
+                raise AliasBomb(None, None, f"aliases repeat more than {MAX_ALIAS_VALUES} values", mark)
+            return node
+        node = super().compose_node(parent, index)
+        children = node.value if isinstance(node, yaml.SequenceNode) else []
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        self._values[id(node)] = 1 + sum(self._values.get(id(child), 1) for child in children)
+        return node
+
+
+def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict:
+    seen: dict[Any, yaml.Mark] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        try:
+            duplicate = key in seen
+        except TypeError:  # a list or mapping as a key: construct_mapping refuses it, with its line
+            break
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark
+    return loader.construct_mapping(node)
+
+
+def _int_python_can_read(loader: _Loader, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # Python refuses to read an integer of more than sys.get_int_max_str_digits() digits
+        raise yaml.constructor.ConstructorError(
+            None, None, "an integer with too many digits", node.start_mark
+        ) from None
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+_Loader.add_constructor("tag:yaml.org,2002:int", _int_python_can_read)
+
+
+def load_yaml(text: str) -> Any:
+    """The value of one YAML document, as ``yaml.safe_load`` gives it.
+
+    Raises:
+        AliasBomb: its aliases repeat more than ``MAX_ALIAS_VALUES`` values.
+        yaml.YAMLError: it is not valid YAML, or a mapping has a key twice.
+    """
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
