@@ -428,6 +428,7 @@ def main() -> None:
     if args.quick:
         args.workers, args.trials, args.kills, args.scaling, args.scaling_trials = 4, 100, 1, "1,2,4", 40
     rng, tag = random.Random(args.seed), uuid.uuid4().hex[:8]
+    optuna.storages.RDBStorage(args.storage)  # the schema, in a database no study was made in yet (the watch reads it)
     names, rows, rates = [], [], {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
