@@ -14,7 +14,8 @@ import optuna
 from autotune.cli import main
 
 KILL_ENV = "KILL_BEFORE_WRITE"
-_WRITES = ("create_new_", "set_", "record_heartbeat")  # RDBStorage's methods that write
+# RDBStorage's methods that write (Optuna's cached storage makes a trial through the private one)
+_WRITES = ("create_new_", "_create_new_trial", "set_", "record_heartbeat")
 
 
 def _kill_before(nth: int) -> None:
