@@ -2,8 +2,10 @@
 
 ``--n-trials N`` buys N launches (baselines included; a launch that fails counts, it cost GPU time). A trial that
 launches nothing costs no GPU time and does not count: a duplicate (the configuration of an earlier trial, which it
-takes the outcome of) or a configuration a static or learned rule rejected. Such a trial gives its slot back
-(``autotune.study``), so the study's waiting slots plus its launches stay its budget.
+takes the outcome of) or a configuration a static or learned rule rejected. The budget is a number (``BUDGET_ATTR``):
+a worker starts a trial only while the launches so far and the trials running (each may launch) are fewer
+(``launches_taken``; ``autotune.trial_queue``), so workers at once never launch more than it, and a trial that turned
+out to launch nothing leaves its room to the next.
 
 A study also stops when its space is exhausted: for a space small enough to enumerate, once every launch configuration
 has been tried (launched or rejected; the configurations a static or learned rule refuses need no trial of their own);
@@ -61,25 +63,58 @@ def is_rejected(trial: FrozenTrial) -> bool:
 
 
 def ended_without_launch(trial: FrozenTrial) -> bool:
-    """A finished trial that launched nothing: it gives its slot back."""
+    """A finished trial that launched nothing: it does not count."""
     return trial.state.is_finished() and not trial.user_attrs.get("launched")
 
 
 def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
-    """The trials that count: all but a dead worker's, which a retry (a slot of its own) replaces, and a launch
-    whose engine was not installed (its slot is made again)."""
+    """The trials that count: all but a dead worker's, which a retry replaces, and a launch whose engine was not
+    installed (its fixed configuration, if any, is queued again: ``autotune.trial_queue.requeue_not_installed``)."""
     trials = list(trials)
-    retried = {t.system_attrs.get("failed_trial") for t in trials}
-    # a trial whose engine was not installed had its slot made again (autotune.study.give_back_slot): not counted
+    # every trial a retry replaced: a retry of a retry keeps the first one's ``failed_trial``, its history has both
+    retried = {number for t in trials for number in t.system_attrs.get("retry_history", ())}
     return [t for t in trials if not (t.state == TrialState.FAIL and (t.number in retried or
             t.user_attrs.get("outcome") == FailureKind.NOT_INSTALLED))]  # fmt: skip
+
+
+def _launched(trial: FrozenTrial) -> bool:
+    # a queued retry of a dead worker's launch carries its ``launched``: it has launched nothing yet
+    return trial.state != TrialState.WAITING and bool(trial.user_attrs.get("launched"))
 
 
 def count(trials: Iterable[FrozenTrial]) -> BudgetCount:
     """Launches (running ones included), rejections, duplicates."""
     trials = _counted(trials)
-    launches = sum(1 for t in trials if t.user_attrs.get("launched"))
+    launches = sum(map(_launched, trials))
     return BudgetCount(launches, sum(map(is_rejected, trials)), sum(map(is_duplicate, trials)))
+
+
+def launches_taken(trials: Iterable[FrozenTrial]) -> int:
+    """What the budget has given out: the launches so far and the trials running now (each may yet launch)."""
+    return sum(1 for t in _counted(trials) if t.state == TrialState.RUNNING or _launched(t))
+
+
+def study_budget(study: optuna.Study) -> int:
+    """The study's budget of launches in all (0 while its creator has not set it yet)."""
+    return study.user_attrs.get(BUDGET_ATTR, 0)
+
+
+def set_budget(study: optuna.Study, n_trials: int, more_trials: int = 0) -> None:
+    """Make the study's budget ``n_trials`` where it has none (a new study, or one whose creator was killed before
+    setting it), else raise it by ``more_trials`` or to ``n_trials``; never lower it. Under the slot lock: workers
+    starting at once each add their ``--more`` once, none lost."""
+    current = study.user_attrs.get(BUDGET_ATTR)
+    if current is None:
+        wanted = n_trials
+    elif more_trials:
+        wanted = current + more_trials
+    else:
+        wanted = max(current, n_trials)
+    if wanted == current:
+        return
+    study.set_user_attr(BUDGET_ATTR, wanted)
+    if current is not None:
+        mark_raised(study)
 
 
 def summary(study: optuna.Study) -> dict:

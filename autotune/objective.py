@@ -246,8 +246,8 @@ class Objective:
             self.env.fail_stale_trials(trial.study)  # a dead worker's trial must not keep us waiting
 
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
-        """An exact duplicate is never launched again: it gets the earlier trial's outcome (and gives its slot back,
-        which ``refine_after_duplicate`` may hand to an untried neighbour: ``autotune.study``)."""
+        """An exact duplicate is never launched again: it gets the earlier trial's outcome (it does not count against
+        the budget; ``neighbour_after_duplicate`` may find an untried neighbour to launch instead: ``autotune.study``)."""
         trial.set_user_attr("outcome", Outcome.DUPLICATE)
         trial.set_user_attr("duplicate_of", previous.number)
         for name in ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
@@ -260,19 +260,18 @@ class Objective:
             trial.set_constraint(name, value)
         return list(previous.values)
 
-    def refine_after_duplicate(self, study: optuna.Study) -> None:
-        """After a duplicate: the study's lowest empty slot gets an untried neighbour of the incumbent
-        (``autotune.refine``); called under the slot lock, once the duplicate gave its slot back."""
+    def neighbour_after_duplicate(self, study: optuna.Study) -> refine.Neighbour | None:
+        """After a duplicate: an untried neighbour of the incumbent (``autotune.refine``), for the study to queue; None
+        without one (or an incumbent). Neither tried nor queued already: called under the slot lock."""
         incumbent = self._incumbent(study)
         if incumbent is None or not self.space.search.refine:
-            return
+            return None
         trials = study.get_trials(deepcopy=False)
         tried = {t.user_attrs.get("config_key") for t in trials}
         tried |= {config_key(self.space.point_from_params(t.system_attrs["fixed_params"])) for t in trials
                   if t.state == optuna.trial.TrialState.WAITING and t.system_attrs.get("fixed_params")}  # fmt: skip
         neighbour = refine.untried_neighbour(study, self.space, incumbent, tried, config_key)
-        if neighbour is not None:
-            refine.fill_next_slot(study, neighbour, incumbent.number)
+        return None if neighbour is None else refine.Neighbour(neighbour, incumbent.number)
 
     # -- a launch and its sweep ---------------------------------------------------------------------------------
     def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None,

@@ -1,12 +1,14 @@
 """Create or resume a study and run trials in it, alone or beside other workers on the same storage.
 
-The trial budget is a set of WAITING trials ("slots") created with the study: each engine's baseline (its default
-configuration in the space, the seed study's step 1) and N − baselines empty slots the sampler fills. Workers pop
-slots under a lock (a PostgreSQL advisory lock, or a file lock for SQLite), so two workers never make more trials than
-asked. The budget counts launches (``autotune.budget``): a trial that launches nothing (a duplicate, a rejection)
-gives its slot back, and a study whose space is exhausted stops with slots left. A worker that dies leaves its trial
-RUNNING and its engine orphaned: the next run on its host at once, any worker once the trial's heartbeat is stale, kills
-the engine, counts its time and retries the configuration in a new slot (``autotune.orphans``).
+The trial budget is a number of launches (``autotune.budget``); the study's set-up (``autotune.study_setup``) queues
+each engine's baseline (its default configuration in the space, the seed study's step 1) and the prior's picks.
+Workers start trials under a lock (a PostgreSQL advisory lock, or a file lock for SQLite) only while the launches so
+far and the trials running are fewer than the budget (``autotune.trial_queue``), so workers at once never launch more
+than asked; a trial that launches nothing (a duplicate, a rejection) does not count, and a study whose space is
+exhausted stops sooner. Heartbeats mark a worker's running trial; when a worker dies, the next one to start finds the
+trial stale, kills the engine process group it left (recorded in the trial), and queues its configuration again; on
+the dead worker's own host the next run does so at once, before it launches anything, and counts the engine's time
+(``autotune.orphans``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune import budget, names
+from autotune import budget, names, study_setup, trial_queue
 from autotune.engines import Engine, broken_rules
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
@@ -42,21 +44,19 @@ from autotune.notes import save_trial_note, trial_note
 from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
 from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
 from autotune.orphans import end_dead_workers_trials, mark_worker
-from autotune.prior import prior_model, rank
 from autotune.server import check_executable
-from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
+from autotune.space import ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import check_dataset
-from autotune.status import Phase, StatusCallback, StatusEvent, no_status
+from autotune.status import StatusCallback, no_status
 from autotune.storage import Heartbeat, advisory_lock, lock_engine_kwargs, open_storage
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
-# We drive ask/tell ourselves (to pop slots under a lock) and record heartbeats with our own thread.
+# We drive ask/tell ourselves (to start trials under a lock) and record heartbeats with our own thread.
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-_READY_ATTR = "autotune_slots_ready"
-_READY_WAIT_S = 60.0
-_IDLE_POLL_S = 1.0  # how often a worker with no slot left looks whether the trials still running have ended
+# how often a worker with no room left in the budget looks whether the trials still running have ended
+_IDLE_POLL_S = 1.0
 _PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
 
 
@@ -79,12 +79,6 @@ def default_storage(name: str, studies_dir: Path) -> str:
     return f"sqlite:///{studies_dir / names.study_name(name)}.db"
 
 
-def baseline_params(space: SearchSpace, engine: str) -> dict:
-    """The Optuna params of an engine's default configuration in the space (its launch; loads are swept)."""
-    params = {name: param.default_value() for name, param in space.launch_params(engine).items()}
-    return _with_engine(space, engine, params)
-
-
 def engine_as_launched(space: SearchSpace, name: str,
                        executables: dict[str, list[str]] | None = None) -> tuple[Engine, dict[str, str]]:  # fmt: skip
     """The adapter a trial of ``name`` launches (its executable as the trials run it) and the environment its
@@ -94,10 +88,6 @@ def engine_as_launched(space: SearchSpace, name: str,
         return engine, engine.launch_spec(space.default_point(name).server).env
     except AutotuneError:  # a baseline that cannot be rendered is the rules' business, not this check's
         return engine, {}
-
-
-def _with_engine(space: SearchSpace, engine: str, params: dict) -> dict:
-    return {ENGINE_PARAM: engine, **params} if len(space.engines) > 1 else params
 
 
 def make_sampler(space: SearchSpace, seed: int | None) -> optuna.samplers.BaseSampler:
@@ -126,56 +116,15 @@ def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
 
 def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage,
                    on_status: StatusCallback = no_status) -> optuna.Study:  # fmt: skip
-    """The study, created with its slots (baselines, then the prior's best, then empty) or loaded, waiting until
-    its creator made the slots."""
-    directions = [m.direction for m in space.objective.metrics]
-    sampler, pruner = make_sampler(space, options.seed), make_pruner(space)
-    try:
-        study = optuna.create_study(storage=storage, study_name=options.name, directions=directions, sampler=sampler,
-                                    pruner=pruner)  # fmt: skip
-    except optuna.exceptions.DuplicatedStudyError:
-        study = optuna.load_study(study_name=options.name, storage=storage, sampler=sampler, pruner=pruner)
-        _check_same_space(study, space)
-        _wait_ready(study)
-        with slot_lock(options.storage, options.name, options.studies_dir):  # workers starting at once add once
-            _top_up(study, study_budget(study) + options.more_trials if options.more_trials else options.n_trials)
-        return study
-    study.set_metric_names([m.name for m in space.objective.metrics])
-    study.set_user_attr("space_path", str(Path(space_path).resolve()))  # `study validate` from any directory
-    study.set_user_attr("space_name", space.name)
-    study.set_user_attr("space_digest", _digest(space))
-    study.set_user_attr("objective", space.objective.model_dump(mode="json"))
-    study.set_user_attr("workload", space.workload.model_dump(mode="json"))
-    engines = list(space.engines)[: options.n_trials]
-    baselines = [baseline_params(space, engine) for engine in engines]
-    for params in baselines:
-        study.enqueue_trial(params, user_attrs={"baseline": True, "slot": True})
-    priors = _prior_params(space, baselines, options.n_trials - len(baselines), on_status)
-    for position, (params, predicted) in enumerate(priors, 1):
-        study.enqueue_trial(params, user_attrs={"prior": position, "prior_predicted": predicted, "slot": True})
-    for _ in range(options.n_trials - len(engines) - len(priors)):
-        study.enqueue_trial({}, user_attrs={"slot": True})
-    study.set_user_attr(budget.BUDGET_ATTR, options.n_trials)
-    study.set_user_attr(_READY_ATTR, True)
+    """The study, made or loaded, with what its set-up still lacks done (``autotune.study_setup``: a creator killed
+    part-way leaves a study the next run finishes) and its budget set or raised (``--more`` adds once per run)."""
+    study = study_setup.open_study(space, options.name, storage, make_sampler(space, options.seed), make_pruner(space))
+    first = [] if study_setup.first_queued(study) else study_setup.first_configurations(space, options.n_trials,
+                                                                                          on_status)  # fmt: skip
+    with slot_lock(options.storage, options.name, options.studies_dir):  # workers starting at once: each step once
+        study_setup.set_up(study, space, space_path, first)
+        budget.set_budget(study, options.n_trials, options.more_trials)
     return study
-
-
-def _prior_params(space: SearchSpace, baselines: list[dict], room: int,
-                  on_status: StatusCallback = no_status) -> list[tuple[dict, float]]:  # fmt: skip
-    """The prior's best-predicted launch configurations (not the baselines), at most ``search.prior_trials``."""
-    model = prior_model(space)
-    if model is None or room <= 0 or space.search.prior_trials == 0:
-        return []
-    on_status(StatusEvent(Phase.RANKING))  # the ranking predicts every launch configuration: minutes on a large space
-    chosen: list[tuple[dict, float]] = []
-    for ranked in rank(space, model):
-        params = _with_engine(space, ranked.engine, ranked.params)
-        if ranked.predicted is None or len(chosen) >= min(room, space.search.prior_trials):
-            break
-        if params not in baselines:
-            chosen.append((params, round(ranked.predicted, 3)))
-    log.info("prior (%s model): enqueued %d configurations", model, len(chosen))
-    return chosen
 
 
 def node_minutes_spent(study: optuna.Study) -> float:
@@ -186,56 +135,6 @@ def node_minutes_spent(study: optuna.Study) -> float:
 def node_minutes_of(trials: Iterable[optuna.trial.FrozenTrial]) -> float:
     """The node-minutes of ``trials`` together (for a caller that has read them already)."""
     return sum(t.user_attrs.get("node_minutes") or 0.0 for t in trials)
-
-
-def _digest(space: SearchSpace) -> str:
-    return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:16]
-
-
-def _check_same_space(study: optuna.Study, space: SearchSpace) -> None:
-    if study.user_attrs.get("space_digest") not in (None, _digest(space)):
-        raise AutotuneError(f"study {study.study_name!r} was made with another search space "
-                            f"({study.user_attrs.get('space_path')}); fix: use --study with a new name")  # fmt: skip
-
-
-def _wait_ready(study: optuna.Study) -> None:
-    deadline = time.monotonic() + _READY_WAIT_S
-    while not study.user_attrs.get(_READY_ATTR):
-        if time.monotonic() > deadline:
-            raise AutotuneError(f"study {study.study_name!r} exists but its creator never finished setting it up")
-        time.sleep(0.5)
-
-
-def study_budget(study: optuna.Study) -> int:
-    """The study's budget of launches in all (the slots it has made, less those given back)."""
-    return study.user_attrs.get(budget.BUDGET_ATTR, 0)
-
-
-def _top_up(study: optuna.Study, n_trials: int) -> None:
-    """A later run that asks for more launches than the study's budget adds the difference as slots."""
-    add_slots(study, [{}] * max(0, n_trials - study_budget(study)))
-
-
-def add_slots(study: optuna.Study, params: list[dict]) -> None:
-    """Add slots to the study's budget, each with the parameters given (``{}``: the sampler's choice)."""
-    for fixed in params:
-        study.enqueue_trial(fixed, user_attrs={"slot": True})
-    if params:
-        study.set_user_attr(budget.BUDGET_ATTR, study_budget(study) + len(params))
-        budget.mark_raised(study)
-
-
-def _give_back_slot(prepared: PreparedStudy, trial: optuna.trial.FrozenTrial) -> None:
-    """A trial that launched nothing (a duplicate, a rejection) gives its slot back, as an empty slot of the same
-    budget: the budget counts launches. Under the slot lock, where a duplicate's refinement then hands the lowest
-    empty slot to an untried neighbour of the incumbent (no other worker pops it meanwhile)."""
-    if not budget.ended_without_launch(trial):
-        return
-    options = prepared.options
-    with slot_lock(options.storage, options.name, options.studies_dir):
-        prepared.study.enqueue_trial({}, user_attrs={"slot": True, "given_back_by": trial.number})
-        if budget.is_duplicate(trial):
-            prepared.objective.refine_after_duplicate(prepared.study)
 
 
 @contextlib.contextmanager
@@ -267,7 +166,7 @@ class _Terminated(BaseException):
 
 @dataclass
 class PreparedStudy:
-    """A study ready to run: checked, opened, with its slots."""
+    """A study ready to run: checked, opened, set up, with its budget."""
 
     study: optuna.Study
     storage: optuna.storages.RDBStorage
@@ -300,7 +199,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
 
 def run_trials(prepared: PreparedStudy,
                on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
-    """Run trials until the study's slots are used up, its space is exhausted (or the timeout); a SIGTERM stops
+    """Run trials until the study's budget is used up, its space is exhausted (or the timeout); a SIGTERM stops
     cleanly."""
     study, options = prepared.study, prepared.options
     started = time.monotonic()
@@ -310,16 +209,16 @@ def run_trials(prepared: PreparedStudy,
             if options.budget_node_minutes is not None and node_minutes_spent(study) >= options.budget_node_minutes:
                 log.info("study %s: node-minute budget spent", options.name)
                 break
-            # looked at outside the slot lock (it reads every trial): a worker that pops one more slot meanwhile
+            # looked at outside the slot lock (it reads every trial): a worker that starts one more trial meanwhile
             # finds a duplicate, which launches nothing
             if (reason := budget.exhausted(study, prepared.catalogue)) is not None:
                 log.info("study %s: space exhausted: %s", options.name, reason)
                 break
             with slot_lock(options.storage, options.name, options.studies_dir):
-                end_dead_workers_trials(study)  # a dead worker's trial goes back to the slots (locked: once)
-                trial = _pop_slot(study, prepared.storage, options.heartbeat_s)
+                end_dead_workers_trials(study)  # a dead worker's trial is queued again (locked: once)
+                trial = trial_queue.start_trial(study, prepared.storage, options.heartbeat_s)
             if trial is None:
-                # no slot left; a trial still running elsewhere may yet go stale and come back to be retried
+                # no room left; a trial still running elsewhere may yet launch nothing, or go stale and be retried
                 if options.heartbeat_s and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                     # looked at often: the study ends when its last trial does, not up to a heartbeat later
                     time.sleep(min(options.heartbeat_s, _IDLE_POLL_S))
@@ -327,7 +226,8 @@ def run_trials(prepared: PreparedStudy,
                 break
             mark_worker(trial)
             frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
-            _give_back_slot(prepared, frozen)
+            if budget.is_duplicate(frozen):
+                _refine(prepared)
             if on_trial:
                 on_trial(study, frozen)
     except _Terminated:
@@ -337,20 +237,16 @@ def run_trials(prepared: PreparedStudy,
     return study
 
 
-def _pop_slot(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbeat_s: int) -> optuna.Trial | None:
-    """The study's oldest slot as this worker's RUNNING trial, or None when no slot is left; called under the slot
-    lock (``study.ask()`` would make a trial beyond the budget when none is left, so it cannot be called blind).
-
-    What ``ask()`` does, with one read of the slots instead of two: the lock is held by one worker at a time, and
-    that read, of every slot left, is most of what it holds it for. The slot's heartbeat is recorded before it is
-    RUNNING: a worker killed in between would otherwise leave a RUNNING trial that never goes stale."""
-    # read through the study (its cached storage, which the trial's suggestions go through, must know the trial)
-    for slot in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):  # oldest first, as ask() pops
-        if heartbeat_s:
-            storage.record_heartbeat(slot._trial_id)
-        if storage.set_trial_state_values(slot._trial_id, state=TrialState.RUNNING):  # False: popped elsewhere
-            return optuna.Trial(study, slot._trial_id)  # as ask() makes it: the sampler's before_trial runs here
-    return None
+def _refine(prepared: PreparedStudy) -> None:
+    """After a duplicate: an untried neighbour of the incumbent is queued (``autotune.refine``), under the slot lock,
+    where no other worker's refinement queues the same one meanwhile."""
+    options = prepared.options
+    with slot_lock(options.storage, options.name, options.studies_dir):
+        neighbour = prepared.objective.neighbour_after_duplicate(prepared.study)
+        if neighbour is not None:
+            trial_queue.queue_fixed(
+                prepared.study, trial_queue.FixedConfiguration(neighbour.params, {"neighbour_of": neighbour.of})
+            )
 
 
 def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers: int,
@@ -365,7 +261,7 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
     ``on_progress`` here, about once a second."""
     prepared = prepare_study(space, space_path, options, on_status)  # the budget is set once, here (--more adds once)
     study = prepared.study
-    each = dataclasses.replace(options, n_trials=study_budget(study), more_trials=0)
+    each = dataclasses.replace(options, n_trials=budget.study_budget(study), more_trials=0)
     # forked by a server process that imported autotune once: no storage connection or thread of ours inherited,
     # and no worker pays for the imports again
     context = multiprocessing.get_context("forkserver")
@@ -457,7 +353,8 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
         except optuna.TrialPruned:
             return _tell(study, trial, objective, state=TrialState.PRUNED)
         except EngineNotInstalled as exc:
-            give_back_slot(study, _tell_failed(study, trial, objective, exc, outcome=FailureKind.NOT_INSTALLED))
+            failed = _tell_failed(study, trial, objective, exc, outcome=FailureKind.NOT_INSTALLED)
+            trial_queue.requeue_not_installed(study, failed)
             raise AutotuneError(f"trial {trial.number}: {exc}") from exc
         except AutotuneError as exc:
             _tell_failed(study, trial, objective, exc)
@@ -480,18 +377,6 @@ def _tell_failed(study, trial, objective: Objective, exc: Exception,
     trial.set_user_attr("outcome", outcome)  # before the tell: a finished trial's attributes are read-only
     trial.set_user_attr("error", shorten(f"{type(exc).__name__}: {exc}", REASON_LIMIT))
     return _tell(study, trial, objective, state=TrialState.FAIL)
-
-
-_SLOT_ATTRS = ("slot", "baseline", "prior", "prior_predicted")  # what makes a slot what it is (create_or_load)
-
-
-def give_back_slot(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:
-    """A FAIL trial that measured nothing for a reason of the machine (the engine is not installed) costs the study
-    no trial: its slot is made again, as it was (a baseline stays the baseline, a fixed configuration stays fixed),
-    at the end of the queue; the budget stays (it counts slots made for the study, not for a failure of the tuner),
-    so the next `study run` after the fix runs every trial asked for."""
-    study.enqueue_trial(failed.system_attrs.get("fixed_params", {}),
-                        user_attrs={k: v for k, v in failed.user_attrs.items() if k in _SLOT_ATTRS})  # fmt: skip
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:

@@ -17,20 +17,21 @@ random moment (a random number of finished trials, then up to 0.5 s), the proces
 among those running a trial, is killed with SIGKILL and a new process with the same command started (a worker
 picked among all would mostly be one waiting for the slot lock, with no trial to lose). Checked afterwards, from the storage:
 
-- budget: autotune's budget is the set of slots (WAITING trials) made with the study; a dead worker's trial is failed
-  as stale by another worker and retried in a new slot (RetryHeartbeatStaleTrialCallback), so "exactly the budget"
-  means COMPLETE + PRUNED trials == budget, every FAIL trial is such a stale trial, and none is left WAITING/RUNNING;
+- budget: autotune's budget is a number of launches (duplicates and rejections launch nothing and do not count); a
+  dead worker's trial is failed as stale by another worker and queued again (RetryHeartbeatStaleTrialCallback), so
+  "exactly the budget" means launches (``autotune.budget.count``) == budget, every FAIL trial is such a stale trial,
+  and none is left RUNNING (a refinement queued once the budget was full may be left WAITING);
 - every stale trial has a later retry (its ``retry_history``) that finished with its parameters;
 - lost: COMPLETE trials without values; duplicates measured: finished trials that are not ``duplicate_of`` another
   but share its ``config_key`` with an earlier one; overlaps: two trials of one ``config_key`` measuring at the same
   time (a finished trial measures during its last ``trial_s``, a killed one from its start until its worker died).
 
 Coordination overhead per trial: each worker is autotune's CLI (``autotune.cli.main``, what ``python -m autotune``
-runs) with timers wrapped around ``autotune.study.slot_lock``, the ask (``autotune.study._pop_slot``: the oldest slot
-popped, as ``Study.ask`` would, with one read of the slots), ``Study.tell``, the objective and every
+runs) with timers wrapped around ``autotune.study.slot_lock``, the ask (``autotune.trial_queue.start_trial``: the
+budget counted, then the oldest queued trial or a new one started), ``Study.tell``, the objective and every
 RDBStorage method, one JSON line per trial. Overhead = the worker's wall time per trial (end of one trial to the end
-of the next) minus the objective: the lock wait, the lock held (the check for a WAITING slot, the ask that pops it,
-the first heartbeat), the tell, the stale-trial check and the progress line. The sampler is not in the ask: Optuna 5
+of the next) minus the objective: the lock wait, the lock held (the stale-trial check, the ask, the first
+heartbeat), the tell, the stale-trial check and the progress line. The sampler is not in the ask: Optuna 5
 samples at the first suggest, in the objective. Storage = the main thread's time in RDBStorage calls, the objective's
 included (it reads the study's trials to find duplicates, the incumbent and learned rules). The scaling runs (fresh
 studies of ``--scaling-trials``, no kills) give throughput (finished trials / seconds from the first trial's start to
@@ -68,7 +69,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autotune.study import study_budget  # noqa: E402
+from autotune.budget import count, study_budget  # noqa: E402
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TIMINGS_ENV = "WORKERS_STRESS_TIMINGS"
@@ -142,13 +143,14 @@ class _Timer:
 
 def run_worker(argv: list[str]) -> None:
     import autotune.study as study_module
+    import autotune.trial_queue as trial_queue
     from autotune.cli import main as cli_main
     from autotune.objective import Objective
 
     timer = _Timer((Path(os.environ[TIMINGS_ENV]) / f"{os.getpid()}.jsonl").open("a"))
     study_module.slot_lock = timer.lock(study_module.slot_lock)
     study_module._run_trial = timer.trial(study_module._run_trial)
-    study_module._pop_slot = timer.wrap("ask", study_module._pop_slot)  # autotune's ask: it pops the oldest slot
+    trial_queue.start_trial = timer.wrap("ask", trial_queue.start_trial)  # autotune's ask, within the budget
     optuna.study.Study.tell = timer.wrap("tell", optuna.study.Study.tell)
     Objective.__call__ = timer.wrap("objective", Objective.__call__)
     rdb = optuna.storages.RDBStorage
@@ -179,7 +181,7 @@ class Run:
     kills: list[dict] = field(default_factory=list)  # {"worker": host:pid, "at": datetime}
     exits: list[int] = field(default_factory=list)
     stalled: bool = False
-    setup_s: float = 0.0  # from the workers' start to the first trial's (the creator makes the slots)
+    setup_s: float = 0.0  # from the workers' start to the first trial's (the study's set-up)
     check: dict = field(default_factory=dict)
     timings: list[dict] = field(default_factory=list)
 
@@ -298,10 +300,12 @@ def check(study: optuna.Study, trials: list, kills: list[dict]) -> dict:
     killed_at = {k["worker"]: k["at"] for k in kills}
     return {
         "budget": study_budget(study),
+        "launches": count(trials).launches,
         "finished": len(finished),
         "fail_stale": len(stale),
         "fail_error": len(by_state["FAIL"]) - len(stale),
-        "left": len(by_state["RUNNING"]) + len(by_state["WAITING"]),
+        "left": len(by_state["RUNNING"]),
+        "queued_left": len(by_state["WAITING"]),
         "left_running": [t.number for t in by_state["RUNNING"]],
         "kills_with_trial": sum(any(t.user_attrs.get("worker") == k for t in stale) for k in killed_at),
         "retried": sum(_retried(t, finished) for t in stale),
@@ -378,24 +382,24 @@ def row_line(label: str, run: Run, rate: float, anchor: tuple[float, dict]) -> s
 
 def stress_lines(run: Run, rate: float) -> list[str]:
     c = run.check
-    exact = c["finished"] == c["budget"] and c["fail_error"] == 0 and c["left"] == 0
+    exact = c["launches"] == c["budget"] and c["fail_error"] == 0 and c["left"] == 0
     bad_exits = [e for e in run.exits if e not in (0, -signal.SIGKILL)]
     early = per_trial([r for r in run.timings if r["trial"] < run.budget // 10])
     late = per_trial([r for r in run.timings if r["trial"] >= run.budget - run.budget // 10])
     return [
         f"stress: {run.workers} workers, budget {run.budget} trials, {len(run.kills)} SIGKILLs (each restarted)"
         + (f" -- STALLED (no trial finished for {STALL_S:.0f} s)" if run.stalled else ""),
-        f"  finished (COMPLETE+PRUNED) {c['finished']} = budget {c['budget']}: {'yes' if exact else 'NO'}; "
+        f"  launches {c['launches']} = budget {c['budget']}: {'yes' if exact else 'NO'} (finished {c['finished']}); "
         f"FAIL as stale {c['fail_stale']} (kills that left a trial: {c['kills_with_trial']}), retried "
-        f"{c['retried']}/{c['fail_stale']}; FAIL as error {c['fail_error']}; left RUNNING/WAITING {c['left']}"
-        + (f" (running: {c['left_running'][:10]})" if c["left_running"] else ""),
+        f"{c['retried']}/{c['fail_stale']}; FAIL as error {c['fail_error']}; left RUNNING {c['left']}, WAITING "
+        f"{c['queued_left']}" + (f" (running: {c['left_running'][:10]})" if c["left_running"] else ""),
         f"  lost {c['lost']}; duplicates measured {c['duplicates_measured']} (recognised as duplicate_of, not "
         f"measured: {c['duplicates_copied']}); overlapping measurements of one configuration {c['overlaps']}",
-        f"  {rate:.2f} trials/s; setup {run.setup_s:.1f} s (the creator makes {run.budget} slots before the first "
-        f"trial); worker exits other than 0/SIGKILL: {bad_exits or 'none'}",
+        f"  {rate:.2f} trials/s; setup {run.setup_s:.1f} s (the workers' start to the first trial's); worker exits "
+        f"other than 0/SIGKILL: {bad_exits or 'none'}",
         f"  first 10% of trials: cycle {early['cycle']:.0f} ms, storage {early['storage']:.0f} ms; last 10%: cycle "
         f"{late['cycle']:.0f} ms, storage {late['storage']:.0f} ms (each read of the trials re-reads every unfinished "
-        "one, WAITING slots included)",
+        "one)",
     ]
 
 
@@ -424,6 +428,7 @@ def main() -> None:
     if args.quick:
         args.workers, args.trials, args.kills, args.scaling, args.scaling_trials = 4, 100, 1, "1,2,4", 40
     rng, tag = random.Random(args.seed), uuid.uuid4().hex[:8]
+    optuna.storages.RDBStorage(args.storage)  # the schema, in a database no study was made in yet (the watch reads it)
     names, rows, rates = [], [], {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -24,7 +24,7 @@ from rich.text import Text
 from autotune import budget
 from autotune.ranking import best_of, maximizes
 from autotune.status import Phase, StatusEvent
-from autotune.study import node_minutes_of, study_budget
+from autotune.study import node_minutes_of
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def study_counts(study: optuna.Study) -> StudyCounts:
     done = budget.count(trials).launches  # what the budget (the total) counts
     incumbent = best_of(trials, maximizes(study))
     best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-    return StudyCounts(done, study_budget(study), best, node_minutes_of(trials))
+    return StudyCounts(done, budget.study_budget(study), best, node_minutes_of(trials))
 
 
 def duration_text(seconds: float) -> str:

@@ -117,9 +117,20 @@ def run(
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
                 study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
-    if exhausted := budget.stop_line(result, budget.LaunchCatalogue(space)):
-        console.print(exhausted, soft_wrap=True)  # one line, unwrapped
+    if stopped := budget.stop_line(result, budget.LaunchCatalogue(space)) or _timeout_line(result, options):
+        console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
     _print_best(result)
+
+
+def _timeout_line(study: optuna.Study, options: RunOptions) -> str | None:
+    """The line a run that --timeout stopped before its budget was used up ends with, or None."""
+    if options.timeout_s is None or options.budget_node_minutes is not None:  # the node-minutes may have stopped it
+        return None
+    launches, bought = budget.count(study.get_trials(deepcopy=False)).launches, budget.study_budget(study)
+    if launches >= bought:
+        return None
+    return (f"timeout: no trial started after {options.timeout_s:g} s; {launches} launches of a budget of {bought}; "
+            "the same `study run` again goes on")  # fmt: skip
 
 
 def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:

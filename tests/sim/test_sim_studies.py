@@ -68,7 +68,7 @@ def test_table_model_replays_rows_and_says_no_data_elsewhere(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     outcome = {}
     for trial in show("table", studies)["trials"]:
-        if trial["state"] == "WAITING":  # a slot the exhausted space left unused
+        if trial["state"] == "WAITING":  # queued, but the space was exhausted first
             continue
         outcome[trial["params"]["max_num_seqs"]] = trial["values"][0] if trial["feasible"] else trial["failure_kind"]
     assert outcome == {None: 3000.0, 8: 1200.0, 64: "oom", 128: "no_data"}

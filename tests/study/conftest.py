@@ -28,11 +28,12 @@ def write_space(tmp_path: Path, env: dict | None = None, **changes) -> Path:
     return path
 
 
-def autotune(*args: str, studies: Path, timeout: float = 300, env_extra: dict | None = None,
+def autotune(*args: str, studies: Path, timeout: float = 300, env_extra: dict | None = None, module: str = "autotune",
              **popen) -> subprocess.CompletedProcess:  # fmt: skip
-    """Run the CLI as a user would (a subprocess, its own session), with studies under ``studies``."""
+    """Run the CLI as a user would (a subprocess, its own session), with studies under ``studies``; ``module``: a
+    stand-in for ``autotune`` that runs its CLI (tests.study.killed_creator)."""
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"} | (env_extra or {})
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout, **popen)  # fmt: skip
 
 

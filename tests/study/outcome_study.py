@@ -25,7 +25,7 @@ TABLE = (
     f"128,fp8,crash,{CRASH_LINE},,,,,,\n"
 )
 # in this order: measured, crashed (teaches a rule on fp8), rejected by that rule, a duplicate, misses the SLO (the
-# last configuration: once every one was tried the study stops; the rejection's and duplicate's slots stay WAITING)
+# last configuration: once every one was tried the study stops)
 ORDER = [(64, None), (64, "fp8"), (128, "fp8"), (64, None), (128, None)]
 
 
@@ -47,10 +47,8 @@ def outcome_study(studies: Path) -> optuna.Study:
         "search": {"prior": "none"},
     }))  # fmt: skip
     space = load_space(space_file)
-    options = RunOptions(NAME, default_storage(NAME, studies), studies, n_trials=1, heartbeat_s=0)  # the baseline
-    prepared = prepare_study(space, space_file, options)
+    options = RunOptions(NAME, default_storage(NAME, studies), studies, n_trials=len(ORDER), heartbeat_s=0)
+    prepared = prepare_study(space, space_file, options)  # the baseline queued first, then the others in order
     for seqs, kv_cache_dtype in ORDER[1:]:
-        prepared.study.enqueue_trial(
-            {"max_num_seqs": seqs, "kv_cache_dtype": kv_cache_dtype}, user_attrs={"slot": True}
-        )
+        prepared.study.enqueue_trial({"max_num_seqs": seqs, "kv_cache_dtype": kv_cache_dtype})
     return run_trials(prepared)

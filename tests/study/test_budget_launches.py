@@ -1,4 +1,4 @@
-"""`--n-trials N` buys N launches: duplicates and rejected configurations launch nothing and give their slot back; a
+"""`--n-trials N` buys N launches: duplicates and rejected configurations launch nothing and do not count; a
 study whose space is exhausted stops with a line that says so. On the simulator in direct mode (a table), so fast.
 
 The space: max_num_seqs × max_num_batched_tokens, where vLLM's static rule `batched-tokens-cover-seqs` refuses the
@@ -16,7 +16,7 @@ import yaml
 
 from autotune import budget
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study, run_trials, study_budget
+from autotune.study import RunOptions, prepare_study, run_trials
 from tests.conftest import REPO
 from tests.study.conftest import autotune, show
 
@@ -62,7 +62,7 @@ def test_n_trials_counts_launches_not_duplicates_or_rejections(tmp_path) -> None
     launches, rejected, duplicates = kinds(study.trials)
     assert rejected >= 1 and duplicates >= 1  # both happened (the baseline is a rejection)
     assert launches == 6  # and neither took a launch from the budget
-    assert study.trials[0].user_attrs["failure_kind"] == "rejected" and study_budget(study) == 6
+    assert study.trials[0].user_attrs["failure_kind"] == "rejected" and budget.study_budget(study) == 6
     assert budget.count(study.trials) == budget.BudgetCount(6, rejected, duplicates)
     # the same budget again runs none; --more 2 adds two launches
     assert len(run(space, tmp_path, n_trials=6, seed=4).trials) == len(study.trials)

@@ -53,7 +53,7 @@ def test_a_load_that_runs_out_of_memory_goes_lighter_and_is_not_pruned(tmp_path)
 
 
 def armed_study(tmp_path) -> tuple[optuna.Study, Objective]:
-    """A study whose pruner judges load 0: its baseline slot still to be asked, three trials completed there."""
+    """A study whose pruner judges load 0: its baseline queued, still to be asked, three trials completed there."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = write_space(tmp_path)
     space = load_space(path)
@@ -71,7 +71,7 @@ def slow_run(objective: Objective, trial: optuna.Trial, failed: int = 0) -> None
 
 def test_a_load_whose_requests_fail_is_never_judged(tmp_path) -> None:
     study, objective = armed_study(tmp_path)
-    baseline = study.ask()  # the baseline slot, left running
+    baseline = study.ask()  # the queued baseline, left running
     completed_at(study, 0, (1000.0, 1100.0, 1200.0))
     failing = study.ask()
     assert not failing.user_attrs.get("baseline")
@@ -90,7 +90,7 @@ def test_a_baseline_is_never_pruned_and_a_retried_one_neither(tmp_path) -> None:
     completed_at(study, 0, (1000.0, 1100.0, 1200.0))
     slow_run(objective, baseline)  # not pruned
     assert study.trials[baseline.number].intermediate_values  # yet reported: others are compared with it
-    # its worker dies: the study retries the configuration in a new slot (autotune.study._KillOrphanAndRetry)
+    # its worker dies: the study queues the configuration again (autotune.study._KillOrphanAndRetry)
     _KillOrphanAndRetry()(study, study.trials[baseline.number])
     retried = study.ask()
     assert retried.number != baseline.number and retried.user_attrs["baseline"]

@@ -21,7 +21,7 @@ OUTCOMES = {"measured", "misses_slo", "rejected", "duplicate", "pruned", "crash"
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> tuple[optuna.Study, dict[str, optuna.trial.FrozenTrial]]:
     study = outcome_study(tmp_path_factory.mktemp("outcomes") / "studies")
-    return study, {t.user_attrs["outcome"]: t for t in study.trials if t.state.is_finished()}  # not a spare slot
+    return study, {t.user_attrs["outcome"]: t for t in study.trials if t.state.is_finished()}  # not one left queued
 
 
 def _note(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> str:

@@ -60,8 +60,8 @@ def test_a_learned_rule_survives_a_restart_and_reaches_a_second_worker(tmp_path,
     study = optuna.load_study(study_name=pg_study, storage=POSTGRES)
     assert learned_rules(study)["learned:speculative=mtp:1"]["trial"] == 0
     # another configuration with the learned value, for the next worker: a new process on the same storage
-    study.enqueue_trial({"max_num_seqs": 8, "speculative": "mtp:1"}, user_attrs={"slot": True})
-    study.enqueue_trial({"max_num_seqs": 8, "speculative": None}, user_attrs={"slot": True})  # one that serves
+    study.enqueue_trial({"max_num_seqs": 8, "speculative": "mtp:1"})
+    study.enqueue_trial({"max_num_seqs": 8, "speculative": None})  # one that serves
     second = autotune("study", "run", str(space), "--study", pg_study, "--storage", POSTGRES, "--n-trials", "3",
                       "--seed", "1", "--executable", ENGINE, studies=studies)  # fmt: skip
     assert second.returncode == 0, second.stderr
@@ -99,17 +99,17 @@ def test_oom_dominance_in_a_study_blocks_hungrier_and_keeps_leaner_configuration
         "simulate": {"performance_model": "table", "table": str(table), "mode": "direct"},
     }))  # fmt: skip
     space = load_space(space_file)
-    options = RunOptions("oom", f"sqlite:///{tmp_path}/oom.db", tmp_path, n_trials=1, heartbeat_s=0)  # the baseline
-    prepared = prepare_study(space, space_file, options)
+    options = RunOptions("oom", f"sqlite:///{tmp_path}/oom.db", tmp_path, n_trials=4, heartbeat_s=0)
+    prepared = prepare_study(space, space_file, options)  # the baseline queued first
     for params in ({"max_num_seqs": 512}, {"max_num_seqs": 128}, {"max_num_seqs": 64}):  # then these, in order
-        prepared.study.enqueue_trial(params, user_attrs={"slot": True})
+        prepared.study.enqueue_trial(params)
     trials = {t.params["max_num_seqs"]: t for t in run_trials(prepared).trials if t.state.is_finished()}
     assert trials[256].user_attrs["failure_kind"] == "oom" and trials[256].user_attrs["oom_from_level"] == 0
     assert trials[512].user_attrs["rejected_by"] == "oom_dominance:0" and not trials[512].user_attrs["launched"]
     assert trials[128].values == [216.0] and trials[64].values == [116.0]  # less memory: launched and measured
 
 
-def test_a_duplicate_suggestion_hands_the_next_slot_to_an_untried_neighbour_of_the_incumbent(tmp_path) -> None:
+def test_a_duplicate_suggestion_queues_an_untried_neighbour_of_the_incumbent(tmp_path) -> None:
     table = tmp_path / "t.csv"
     rows = ["max_num_seqs,max_num_batched_tokens,max_concurrency,status,output_throughput,total_token_throughput,"
             "mean_ttft_ms,p99_ttft_ms,mean_tpot_ms,p99_tpot_ms"]  # fmt: skip
@@ -126,16 +126,15 @@ def test_a_duplicate_suggestion_hands_the_next_slot_to_an_untried_neighbour_of_t
         "search": {"prior": "none"},
     }))  # fmt: skip
     space = load_space(space_file)
-    options = RunOptions("refine", f"sqlite:///{tmp_path}/r.db", tmp_path, n_trials=1, seed=0, heartbeat_s=0)
-    prepared = prepare_study(space, space_file, options)  # one slot: the baseline
-    prepared.study.enqueue_trial({"max_num_seqs": 64, "max_num_batched_tokens": 1024}, user_attrs={"slot": True})
-    prepared.study.enqueue_trial({}, user_attrs={"slot": True})  # an empty slot, for the sampler
-    # the baseline, its duplicate (which gives its slot back), then the empty slot: filled by the duplicate
+    options = RunOptions("refine", f"sqlite:///{tmp_path}/r.db", tmp_path, n_trials=3, seed=0, heartbeat_s=0)
+    prepared = prepare_study(space, space_file, options)  # the baseline queued first
+    prepared.study.enqueue_trial({"max_num_seqs": 64, "max_num_batched_tokens": 1024})
+    # the baseline, its duplicate (which does not count), then the neighbour the duplicate queued
     trials = run_trials(prepared).trials[:3]
     by_role = {("dup" if "duplicate_of" in t.user_attrs else "neighbour" if "neighbour_of" in t.user_attrs
                 else "baseline"): t for t in trials}  # fmt: skip
     assert set(by_role) == {"baseline", "dup", "neighbour"}
-    assert sum(1 for t in prepared.study.trials if t.user_attrs.get("launched")) == 3  # the duplicate's slot came back
+    assert sum(1 for t in prepared.study.trials if t.user_attrs.get("launched")) == 3  # the duplicate did not count
     neighbour = by_role["neighbour"]
     assert neighbour.user_attrs["neighbour_of"] == by_role["baseline"].number and neighbour.user_attrs["launched"]
     changed = {k for k, v in neighbour.params.items() if by_role["baseline"].params[k] != v}

@@ -26,7 +26,7 @@ def test_study_runs_learns_crashes_and_exports_the_best(tmp_path, studies) -> No
     assert done.returncode == 0, done.stderr
     trials = show("scripted", studies)["trials"]
     # 8 launches asked for, 7 possible: 6 configurations without speculative decoding, and the one speculative
-    # launch that teaches the rule which rules the others out; the slot left over stays WAITING
+    # launch that teaches the rule which rules the others out; the eighth is never made
     assert "space exhausted: every configuration was tried (7 launches" in done.stderr
     assert {t["state"] for t in trials} <= {"COMPLETE", "PRUNED", "WAITING"}
     assert trials[0]["baseline"] and trials[0]["params"] == {"max_num_seqs": 2, "dtype": "float32", "speculative": None}
@@ -205,7 +205,7 @@ def test_slo_constraints_and_several_objectives(tmp_path, studies) -> None:
     )
     assert done.returncode == 0, done.stderr
     trials = show("scripted", studies)["trials"]
-    assert all(len(t["values"]) == 2 for t in trials if t["state"] != "WAITING")  # WAITING: a spare slot
+    assert all(len(t["values"]) == 2 for t in trials if t["state"] != "WAITING")  # WAITING: queued, no room left
     assert {t["params"]["dtype"] for t in trials if t["feasible"]} == {"bfloat16"}
     assert not trials[0]["feasible"] and trials[0]["failure_kind"] is None  # the baseline ran, but breaks the SLO
     best = json.loads(autotune("study", "best", "--study", "scripted", "--json", studies=studies).stdout)

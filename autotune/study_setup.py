@@ -1,0 +1,114 @@
+"""A study's set-up, in steps that any worker may do, so that one interrupted at any point resumes.
+
+Whichever `study run` finds a step undone does it, under the study's slot lock: the study's description (the space
+it was made with and its metrics; ``space_digest``, written last, says it is whole), its first configurations queued
+once (each engine's baseline, then the prior's best; ``FIRST_QUEUED_ATTR`` says they were, and a creator killed while
+queueing them leaves those it queued, which are not queued again), and its budget (``autotune.budget.set_budget``).
+No flag waits for a creator that may have died: a study killed while being made is finished by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+import optuna
+
+from autotune.errors import AutotuneError
+from autotune.prior import prior_model, rank
+from autotune.space import ENGINE_PARAM, SearchSpace
+from autotune.status import Phase, StatusCallback, StatusEvent, no_status
+from autotune.trial_queue import FixedConfiguration, queue_fixed, queued_params
+
+log = logging.getLogger(__name__)
+FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
+_DIGEST_ATTR = "space_digest"
+
+
+def open_study(space: SearchSpace, name: str, storage, sampler: optuna.samplers.BaseSampler,
+               pruner: optuna.pruners.BasePruner) -> optuna.Study:  # fmt: skip
+    """The study of that name, made if there is none (two workers at once: one makes it, the other loads it)."""
+    directions = [m.direction for m in space.objective.metrics]
+    try:
+        return optuna.create_study(storage=storage, study_name=name, directions=directions, sampler=sampler,
+                                   pruner=pruner)  # fmt: skip
+    except optuna.exceptions.DuplicatedStudyError:
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
+
+
+def first_queued(study: optuna.Study) -> bool:
+    return bool(study.user_attrs.get(FIRST_QUEUED_ATTR))
+
+
+def first_configurations(space: SearchSpace, n_trials: int,
+                         on_status: StatusCallback = no_status) -> list[FixedConfiguration]:  # fmt: skip
+    """What the study launches first: each engine's baseline (as many as the budget has room for), then the prior's
+    best-predicted configurations. Computed outside the slot lock: the prior's ranking can take minutes."""
+    baselines = [baseline_params(space, engine) for engine in list(space.engines)[:n_trials]]
+    first = [FixedConfiguration(params, {"baseline": True}) for params in baselines]
+    for position, (params, predicted) in enumerate(_prior_params(space, baselines, n_trials - len(baselines),
+                                                                 on_status), 1):  # fmt: skip
+        first.append(FixedConfiguration(params, {"prior": position, "prior_predicted": predicted}))
+    return first
+
+
+def set_up(study: optuna.Study, space: SearchSpace, space_path: Path, first: list[FixedConfiguration]) -> None:
+    """Do what the study's set-up still lacks; under the slot lock (workers starting at once do each step once).
+
+    Raises:
+        AutotuneError: the study was made with another search space.
+    """
+    if study.user_attrs.get(_DIGEST_ATTR) is None:
+        _describe(study, space, space_path)
+    if study.user_attrs[_DIGEST_ATTR] != _digest(space):
+        raise AutotuneError(f"study {study.study_name!r} was made with another search space "
+                            f"({study.user_attrs.get('space_path')}); fix: use --study with a new name")  # fmt: skip
+    if first_queued(study):
+        return
+    already = queued_params(study)  # by a creator killed part-way through this step
+    for fixed in first:
+        if fixed.params not in already:
+            queue_fixed(study, fixed)
+    study.set_user_attr(FIRST_QUEUED_ATTR, True)
+
+
+def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None:
+    study.set_metric_names([m.name for m in space.objective.metrics])
+    study.set_user_attr("space_path", str(Path(space_path).resolve()))  # `study validate` from any directory
+    study.set_user_attr("space_name", space.name)
+    study.set_user_attr("objective", space.objective.model_dump(mode="json"))
+    study.set_user_attr("workload", space.workload.model_dump(mode="json"))
+    study.set_user_attr(_DIGEST_ATTR, _digest(space))  # last: the description is whole
+
+
+def _digest(space: SearchSpace) -> str:
+    return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:16]
+
+
+def baseline_params(space: SearchSpace, engine: str) -> dict:
+    """The Optuna params of an engine's default configuration in the space (its launch; loads are swept)."""
+    params = {name: param.default_value() for name, param in space.launch_params(engine).items()}
+    return with_engine(space, engine, params)
+
+
+def with_engine(space: SearchSpace, engine: str, params: dict) -> dict:
+    return {ENGINE_PARAM: engine, **params} if len(space.engines) > 1 else params
+
+
+def _prior_params(space: SearchSpace, baselines: list[dict], room: int,
+                  on_status: StatusCallback = no_status) -> list[tuple[dict, float]]:  # fmt: skip
+    """The prior's best-predicted launch configurations (not the baselines), at most ``search.prior_trials``."""
+    model = prior_model(space)
+    if model is None or room <= 0 or space.search.prior_trials == 0:
+        return []
+    on_status(StatusEvent(Phase.RANKING))  # the ranking predicts every launch configuration: minutes on a large space
+    chosen: list[tuple[dict, float]] = []
+    for ranked in rank(space, model):
+        params = with_engine(space, ranked.engine, ranked.params)
+        if ranked.predicted is None or len(chosen) >= min(room, space.search.prior_trials):
+            break
+        if params not in baselines:
+            chosen.append((params, round(ranked.predicted, 3)))
+    log.info("prior (%s model): queued %d configurations", model, len(chosen))
+    return chosen

@@ -1,0 +1,77 @@
+"""A study's trials, started within its budget: the queued fixed configurations first, then the sampler's choices.
+
+The budget is a number (``autotune.budget``), not a set of trials made in advance: a worker, under the study's slot
+lock, starts a trial only while the launches so far and the trials running are fewer than the budget. The few
+configurations a trial must launch as they are (each engine's baseline, the prior's picks, a duplicate's refinement,
+the configuration of a launch whose engine was not installed, a dead worker's retry) wait as WAITING trials and are
+started first, oldest first; every other trial is made when it starts, for the sampler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune import budget
+
+# the user attributes that say what a fixed configuration is (kept when it is queued again)
+_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of")
+
+
+@dataclass(frozen=True)
+class FixedConfiguration:
+    """A configuration a trial launches as it is (not the sampler's choice), and what marks it for the dashboard
+    (``baseline``, ``prior``/``prior_predicted``, ``neighbour_of``: user attributes of its trial)."""
+
+    params: dict[str, Any]
+    marks: dict[str, Any]
+
+
+def queue_fixed(study: optuna.Study, fixed: FixedConfiguration) -> None:
+    """Queue a configuration for the next trial that starts (after those queued before it)."""
+    study.enqueue_trial(fixed.params, user_attrs=fixed.marks)
+
+
+def queued_params(study: optuna.Study) -> list[dict[str, Any]]:
+    """The configurations of the study's queued trials and of every trial that was queued (as queued)."""
+    return [
+        t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False) if "fixed_params" in t.system_attrs
+    ]
+
+
+def requeue_not_installed(study: optuna.Study, failed: FrozenTrial) -> None:
+    """A launch whose engine was not installed costs the study no trial (``autotune.budget`` does not count it); a
+    fixed configuration it had goes back in the queue as it was (a baseline stays the baseline), so the next
+    `study run` after the fix launches it. A sampler's choice needs nothing: the sampler chooses again."""
+    if failed.system_attrs.get("fixed_params"):
+        marks = {name: value for name, value in failed.user_attrs.items() if name in _MARKS}
+        queue_fixed(study, FixedConfiguration(failed.system_attrs["fixed_params"], marks))
+
+
+def start_trial(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbeat_s: int) -> optuna.Trial | None:
+    """The study's next trial, RUNNING for this worker, or None while the launches so far and the trials running take
+    the whole budget; called under the slot lock, so that workers at once never start more.
+
+    The oldest queued trial, else a new one made WAITING: its heartbeat is recorded before it is RUNNING (a worker
+    killed in between leaves a WAITING trial, which the next worker starts, never a RUNNING one that never goes
+    stale). Reads through the study's cached storage: one read of the trials not finished at the last read."""
+    trials = study.get_trials(deepcopy=False)
+    if budget.launches_taken(trials) >= budget.study_budget(study):
+        return None
+    queued = [t._trial_id for t in trials if t.state == TrialState.WAITING]  # oldest first, as ask() pops
+    for trial_id in queued:
+        if _claim(storage, trial_id, heartbeat_s):  # False: started elsewhere (by a caller without the lock)
+            return optuna.Trial(study, trial_id)  # as ask() makes it: the sampler's before_trial runs here
+    new = optuna.trial.create_trial(state=TrialState.WAITING)
+    trial_id = study._storage.create_new_trial(study._study_id, template_trial=new)  # Optuna has no public way
+    _claim(storage, trial_id, heartbeat_s)
+    return optuna.Trial(study, trial_id)
+
+
+def _claim(storage: optuna.storages.RDBStorage, trial_id: int, heartbeat_s: int) -> bool:
+    if heartbeat_s:
+        storage.record_heartbeat(trial_id)
+    return storage.set_trial_state_values(trial_id, state=TrialState.RUNNING)
