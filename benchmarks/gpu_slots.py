@@ -26,7 +26,8 @@ import optuna
 import yaml
 
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, add_slots, create_or_load, default_storage, open_storage
+from autotune.study import RunOptions, create_or_load, default_storage, open_storage
+from autotune.trial_queue import FixedConfiguration, queue_fixed
 
 REPO = Path(__file__).resolve().parents[1]
 GPUS = 8
@@ -41,13 +42,14 @@ def configurations(seed: int) -> list[dict]:
 
 
 def make_study(space_path: Path, name: str, studies_dir: Path, seed: int) -> int:
-    """The study, made before `study run` with the configurations as its slots: how many trials it has."""
+    """The study, made before `study run` with the configurations queued: how many trials it has (its budget)."""
     studies_dir.mkdir(
         parents=True, exist_ok=True
     )  # a storage directory must exist (only $AUTOTUNE_STUDIES_DIR is made)
     options = RunOptions(name, default_storage(name, studies_dir), studies_dir, n_trials=0)
     study = create_or_load(load_space(space_path), space_path, options, open_storage(options.storage))
-    add_slots(study, configurations(seed))
+    for params in configurations(seed):
+        queue_fixed(study, FixedConfiguration(params, {}))
     return len(study.trials)
 
 
