@@ -34,7 +34,7 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune import learning, refine
+from autotune import learning, refine, stopping
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
@@ -315,6 +315,7 @@ class Objective:
             self._learn_oom(trial, sweep)
             return self._measured(trial, sweep)
         except LaunchFailed as exc:
+            stopping.raise_if_requested()  # an engine killed by the SIGTERM that stops us did not fail
             if exc.kind == FailureKind.NOT_INSTALLED:  # no configuration can start: the study stops, nothing learned
                 raise self._not_installed(trial, engine, exc, launch.log_path) from None
             self._learn(trial, engine, point.server, exc)
@@ -345,6 +346,7 @@ class Objective:
             except LoadLost as lost:
                 sweep.add(index, LoadResult(load, lost.metrics, stopped_early=True))
             except LaunchFailed as exc:
+                stopping.raise_if_requested()  # the engine died of the SIGTERM that stops us: no verdict on the load
                 sweep.add(index, LoadResult(load, failure=exc.kind.value, reason=exc.reason))
                 if not launch.alive():
                     break

@@ -36,7 +36,7 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune import budget, names, study_setup, trial_queue
+from autotune import budget, names, stopping, study_setup, trial_queue
 from autotune.engines import Engine, broken_rules
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
@@ -160,10 +160,6 @@ def _lock_engine(storage_url: str) -> sqlalchemy.Engine:
     return sqlalchemy.create_engine(storage_url, **lock_engine_kwargs(storage_url))
 
 
-class _Terminated(BaseException):
-    """SIGTERM turned into an exception, so the running engine is taken down by its context manager."""
-
-
 @dataclass
 class PreparedStudy:
     """A study ready to run: checked, opened, set up, with its budget."""
@@ -201,40 +197,44 @@ def run_trials(prepared: PreparedStudy,
                on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
     """Run trials until the study's budget is used up, its space is exhausted (or the timeout); a SIGTERM stops
     cleanly."""
-    study, options = prepared.study, prepared.options
+    study = prepared.study
     started = time.monotonic()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        while options.timeout_s is None or time.monotonic() - started < options.timeout_s:
-            if options.budget_node_minutes is not None and node_minutes_spent(study) >= options.budget_node_minutes:
-                log.info("study %s: node-minute budget spent", options.name)
-                break
-            # looked at outside the slot lock (it reads every trial): a worker that starts one more trial meanwhile
-            # finds a duplicate, which launches nothing
-            if (reason := budget.exhausted(study, prepared.catalogue)) is not None:
-                log.info("study %s: space exhausted: %s", options.name, reason)
-                break
-            with slot_lock(options.storage, options.name, options.studies_dir):
-                end_dead_workers_trials(study)  # a dead worker's trial is queued again (locked: once)
-                trial = trial_queue.start_trial(study, prepared.storage, options.heartbeat_s)
-            if trial is None:
-                # no room left; a trial still running elsewhere may yet launch nothing, or go stale and be retried
-                if options.heartbeat_s and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                    # looked at often: the study ends when its last trial does, not up to a heartbeat later
-                    time.sleep(min(options.heartbeat_s, _IDLE_POLL_S))
-                    continue
-                break
-            mark_worker(trial)
-            frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
-            if budget.is_duplicate(frozen):
-                _refine(prepared)
-            if on_trial:
-                on_trial(study, frozen)
-    except _Terminated:
+        with stopping.stop_on_sigterm():
+            _run_trials_until_done(prepared, on_trial, started)
+    except stopping.Terminated:
         raise AutotuneError("stopped by SIGTERM; the running trial will be retried by the next `study run`") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return study
+
+
+def _run_trials_until_done(prepared: PreparedStudy, on_trial, started: float) -> None:
+    study, options = prepared.study, prepared.options
+    while options.timeout_s is None or time.monotonic() - started < options.timeout_s:
+        stopping.raise_if_requested()  # a SIGTERM whose exception was swallowed where it landed
+        if options.budget_node_minutes is not None and node_minutes_spent(study) >= options.budget_node_minutes:
+            log.info("study %s: node-minute budget spent", options.name)
+            break
+        # looked at outside the slot lock (it reads every trial): a worker that starts one more trial meanwhile
+        # finds a duplicate, which launches nothing
+        if (reason := budget.exhausted(study, prepared.catalogue)) is not None:
+            log.info("study %s: space exhausted: %s", options.name, reason)
+            break
+        with slot_lock(options.storage, options.name, options.studies_dir):
+            end_dead_workers_trials(study)  # a dead worker's trial is queued again (locked: once)
+            trial = trial_queue.start_trial(study, prepared.storage, options.heartbeat_s)
+        if trial is None:
+            # no room left; a trial still running elsewhere may yet launch nothing, or go stale and be retried
+            if options.heartbeat_s and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                # looked at often: the study ends when its last trial does, not up to a heartbeat later
+                time.sleep(min(options.heartbeat_s, _IDLE_POLL_S))
+                continue
+            break
+        mark_worker(trial)
+        frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
+        if budget.is_duplicate(frozen):
+            _refine(prepared)
+        if on_trial:
+            on_trial(study, frozen)
 
 
 def _refine(prepared: PreparedStudy) -> None:
@@ -270,24 +270,22 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
     seeds = [None if options.seed is None else options.seed + index for index in range(workers)]
     processes = [context.Process(target=_node_worker, args=(space, space_path, dataclasses.replace(each, seed=seed),
                                                             os.getpid(), on_trial)) for seed in seeds]  # fmt: skip
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        for process in processes:
-            process.start()
-        while any(process.is_alive() for process in processes):
-            if on_progress:
-                on_progress(study)
+        with stopping.stop_on_sigterm():
             for process in processes:
-                process.join(timeout=1.0 / len(processes))
-    except _Terminated:
+                process.start()
+            while any(process.is_alive() for process in processes):
+                if on_progress:
+                    on_progress(study)
+                for process in processes:
+                    process.join(timeout=1.0 / len(processes))
+    except stopping.Terminated:
         for process in processes:
             if process.pid and process.is_alive():
                 os.kill(process.pid, signal.SIGTERM)  # each stops its engine and leaves its trial to be retried
         for process in processes:
             process.join()
         raise AutotuneError("stopped by SIGTERM; the running trials will be retried by the next `study run`") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if on_progress:
         on_progress(study)
     failed = [process.exitcode for process in processes if process.exitcode]
@@ -350,6 +348,7 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
     with Heartbeat(storage, trial._trial_id, heartbeat_s):
         try:
             values = objective(trial)
+            stopping.raise_if_requested()  # a result cut short by a SIGTERM is no result: the trial is retried
         except optuna.TrialPruned:
             return _tell(study, trial, objective, state=TrialState.PRUNED)
         except EngineNotInstalled as exc:
@@ -357,6 +356,7 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
             trial_queue.requeue_not_installed(study, failed)
             raise AutotuneError(f"trial {trial.number}: {exc}") from exc
         except AutotuneError as exc:
+            stopping.raise_if_requested()  # an engine killed by the same SIGTERM is not a failure of its configuration
             _tell_failed(study, trial, objective, exc)
             raise AutotuneError(f"trial {trial.number}: {exc}") from exc
         except Exception as exc:
@@ -384,13 +384,6 @@ def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:
     stale would both retry it, and the study would run more trials than its budget."""
     with slot_lock(options.storage, options.name, options.studies_dir):
         end_dead_workers_trials(study)
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    # once: a second SIGTERM (Slurm signals every process of a step; a node's workers get one from their parent too)
-    # must not interrupt the engine's stop that the first one started
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise _Terminated
 
 
 def _mkdir(path: Path) -> Path:
