@@ -275,6 +275,7 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
             for process in processes:
                 process.start()
             while any(process.is_alive() for process in processes):
+                stopping.raise_if_requested()  # a SIGTERM swallowed where it landed: the workers are told all the same
                 if on_progress:
                     on_progress(study)
                 for process in processes:
