@@ -97,10 +97,15 @@ def test_study_list_says_when_no_trial_is_feasible(tmp_path, monkeypatch) -> Non
 
 
 def test_readme_states_measured_durations_for_the_main_job_and_the_tests() -> None:
+    """Before each command the README says how long it took and on what machine. The numbers are measurements, not
+    behaviour (a test may not time anything): what is checked is that they are stated, with the machine, and for the
+    tests that CI measures the whole of `.ci/run`; re-measuring changes the README, not this test."""
     from tests.conftest import REPO
 
     setup = (REPO / "README.md").read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
     assert "about two minutes" not in setup
     main_job, tests = setup.split("Tests", 1)
-    assert "163–289 s" in main_job  # measured on a busy 2-core machine
-    assert "26 minutes" in tests.split("```", 1)[0]  # said before the test command
+    main_job, tests = main_job.split("```", 1)[0], tests.split("```", 1)[0]  # said before the command
+    assert re.search(r"\d+–\d+ s measured on a [^.]*2-core machine", main_job), main_job
+    assert re.search(r"\d+ minutes[^.]* on a [^.]*2-core machine", tests), tests
+    assert re.search(r"`\.ci/run`[^.]* \d+ minutes", tests), tests  # CI's measure: set-up, the suite, lint

@@ -15,7 +15,7 @@ from tests.study.conftest import autotune
 def test_validate_prints_the_seed_table_shape(tmp_path) -> None:
     studies = tmp_path / "studies"
     space = direct_space(tmp_path)
-    done = autotune("study", "run", space, "--study", "direct", "--n-trials", "24", "--seed", "3", studies=studies)
+    done = autotune("study", "run", space, "--study", "direct", "--n-trials", "8", "--seed", "3", studies=studies)
     assert done.returncode == 0, done.stderr
     done = autotune("study", "validate", "--study", "direct", "--repeats", "2", "--json", studies=studies, timeout=600)
     assert done.returncode == 0, done.stderr
