@@ -321,11 +321,11 @@ class RetryingStorage(optuna.storages.RDBStorage):
 
 
 def _retried(name: str) -> Callable:
-    plain = getattr(optuna.storages.RDBStorage, name)
-
-    @functools.wraps(plain)
+    @functools.wraps(getattr(optuna.storages.RDBStorage, name))
     def call(self: RetryingStorage, *args, **kwargs):
-        return self.outage.call(plain, self, *args, **kwargs)
+        # Optuna's method looked up at each call, not once at import: what patches RDBStorage (a test's fault
+        # injection, a profiler) patches this storage too
+        return self.outage.call(getattr(optuna.storages.RDBStorage, name), self, *args, **kwargs)
 
     return call
 
