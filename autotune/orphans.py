@@ -35,7 +35,10 @@ log = logging.getLogger(__name__)
 WORKER_ATTR, ENGINE_ATTR = "worker_process", "engine_process"
 # what a retry must not inherit from the trial it replaces: that trial's tuner, engine and cost are not the retry's
 # (a retry popped by a live worker must not look like the dead worker's trial until it records its own)
-_NOT_INHERITED = (WORKER_ATTR, ENGINE_ATTR, "node_minutes")
+# what marks a fixed configuration, the only user attributes a configuration queued again keeps (a dead worker's
+# retry here, a launch whose engine was not installed in autotune.trial_queue): not the dead attempt's results, log or
+# failure, which would show on the retry (and keep a good result out of the ranking)
+FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of")
 
 
 class TunerProcess(pydantic.BaseModel):
@@ -127,7 +130,7 @@ class KillOrphanAndRetry:
         if engine is not None:
             _kill_orphan(trial.number, engine)
         retried = copy.copy(trial)
-        retried.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in _NOT_INHERITED}
+        retried.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in FIXED_MARKS}
         self.retry(study, retried)
 
 
@@ -180,6 +183,11 @@ def _last_heartbeat(storage: optuna.storages.BaseStorage, trial_id: int) -> floa
     if not _heartbeats(storage):
         return None
     rdb = getattr(storage, "_backend", storage)  # a study's storage is the RDB storage behind Optuna's cache
+    outage = getattr(rdb, "outage", None)  # autotune.storage.RetryingStorage: through an outage, as its own calls
+    return outage.call(_read_last_heartbeat, rdb, trial_id) if outage else _read_last_heartbeat(rdb, trial_id)
+
+
+def _read_last_heartbeat(rdb: optuna.storages.RDBStorage, trial_id: int) -> float | None:
     session = rdb.scoped_session()
     try:
         heartbeat = rdb_models.TrialHeartbeatModel.where_trial_id(trial_id, session)

@@ -48,7 +48,7 @@ from autotune.server import check_executable
 from autotune.space import ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import check_dataset
 from autotune.status import StatusCallback, no_status
-from autotune.storage import Heartbeat, advisory_lock, lock_engine_kwargs, open_storage
+from autotune.storage import Heartbeat, advisory_lock, lock_engine_kwargs, open_storage, unwritable
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -280,13 +280,20 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
                     on_progress(study)
                 for process in processes:
                     process.join(timeout=1.0 / len(processes))
-    except stopping.Terminated:
+    except BaseException as exc:
+        # whatever ends this process (a SIGTERM, Ctrl-C, a storage that stayed away): each worker stops its engine
+        # and leaves its trial to be retried, rather than being SIGKILLed with it (PDEATHSIG) and orphaning the engine
         for process in processes:
             if process.pid and process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)  # each stops its engine and leaves its trial to be retried
+                os.kill(process.pid, signal.SIGTERM)
         for process in processes:
-            process.join()
-        raise AutotuneError("stopped by SIGTERM; the running trials will be retried by the next `study run`") from None
+            if process.pid:
+                process.join()
+        if isinstance(exc, stopping.Terminated):
+            raise AutotuneError(
+                "stopped by SIGTERM; the running trials will be retried by the next `study run`"
+            ) from None
+        raise
     if on_progress:
         on_progress(study)
     failed = [process.exitcode for process in processes if process.exitcode]
@@ -309,7 +316,9 @@ def _node_worker(space: SearchSpace, space_path: Path, options: RunOptions, pare
     try:
         prepared = prepare_study(space, space_path, options)
         run_trials(prepared, on_trial)
-    except AutotuneError as exc:
+    except (AutotuneError, OSError) as exc:
+        if isinstance(exc, OSError) and (exc := unwritable(exc)) is None:
+            raise  # not a full or read-only disk: a bug, with its traceback
         print(f"autotune: error: {exc}", file=sys.stderr)
         sys.exit(1)
 
@@ -352,6 +361,11 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
             stopping.raise_if_requested()  # a result cut short by a SIGTERM is no result: the trial is retried
         except optuna.TrialPruned:
             return _tell(study, trial, objective, state=TrialState.PRUNED)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # another worker took this trial for a dead one (its heartbeat went stale: a paused process, an outage
+            # this one rode out) and queued its configuration again, which the retry measures: go on
+            log.warning("trial %d was ended by another worker as stale; its retry measures it", trial.number)
+            return study._storage.get_trial(trial._trial_id)
         except EngineNotInstalled as exc:
             failed = _tell_failed(study, trial, objective, exc, outcome=FailureKind.NOT_INSTALLED)
             trial_queue.requeue_not_installed(study, failed)
@@ -368,7 +382,8 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
 
 def _tell(study, trial, objective: Objective, values=None, state=None) -> optuna.trial.FrozenTrial:
     """Tell Optuna the trial's result, then write its dashboard note (from the finished trial, pruned ones too)."""
-    frozen = study.tell(trial, values, state=state)
+    # skip_if_finished: a write that reached the database just as its connection died is made again by the retry
+    frozen = study.tell(trial, values, state=state, skip_if_finished=True)
     save_trial_note(trial, trial_note(frozen, objective.space.objective))
     return frozen
 

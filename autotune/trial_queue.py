@@ -16,9 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import budget
-
-# the user attributes that say what a fixed configuration is (kept when it is queued again)
-_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of")
+from autotune.orphans import FIXED_MARKS
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ def requeue_not_installed(study: optuna.Study, failed: FrozenTrial) -> None:
     fixed configuration it had goes back in the queue as it was (a baseline stays the baseline), so the next
     `study run` after the fix launches it. A sampler's choice needs nothing: the sampler chooses again."""
     if failed.system_attrs.get("fixed_params"):
-        marks = {name: value for name, value in failed.user_attrs.items() if name in _MARKS}
+        marks = {name: value for name, value in failed.user_attrs.items() if name in FIXED_MARKS}
         queue_fixed(study, FixedConfiguration(failed.system_attrs["fixed_params"], marks))
 
 

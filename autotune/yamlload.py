@@ -83,6 +83,9 @@ def load_yaml(text: str) -> Any:
 
     Raises:
         AliasBomb: its aliases repeat more than ``MAX_ALIAS_VALUES`` values.
-        yaml.YAMLError: it is not valid YAML, or a mapping has a key twice.
+        yaml.YAMLError: it is not valid YAML, a mapping has a key twice, or it is nested too deep.
     """
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:  # PyYAML composes and constructs recursively: thousands of nested [ or { exhaust the stack
+        raise yaml.YAMLError("nested too deep (thousands of levels of lists or mappings)") from None

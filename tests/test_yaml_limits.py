@@ -93,3 +93,12 @@ def test_an_error_echoes_a_long_value_cut(change, where: str, tmp_path: Path) ->
     assert fix
     assert where in what and len(what) < MAX_ERROR_LINE, f"{len(what)} characters: {what[:300]}"
     assert LONG[:200] not in lines[0]  # the fix names no value (an unknown knob's lists the knobs there are)
+
+
+def test_a_document_nested_thousands_deep_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(TINY + "\nnotes: " + "[" * 5000 + "]" * 5000 + "\n")
+    done = runner.invoke(app, ["space", "validate", str(path)])
+    assert done.exit_code == 2, done.output[:300]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: ") and "nested too deep" in lines[0], lines[:3]

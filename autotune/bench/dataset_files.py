@@ -142,6 +142,9 @@ class _TextStream:
                 if end < len(self.text) or self.ended:  # a number ending with the chunk may go on in the next
                     self.skip(end - self.pos)
                     return line, value
+            except RecursionError:  # arrays or objects nested thousands deep: no conversation
+                raise UsageError(f"{self.path}:{line}: JSON nested too deep; "
+                                 "fix: give a JSON array of conversations (ShareGPT)") from None  # fmt: skip
             except json.JSONDecodeError as exc:
                 problem = f" ({exc.msg})"  # the item is cut short here, or invalid: reading on tells
                 if self.ended:

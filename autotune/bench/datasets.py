@@ -205,7 +205,7 @@ def _jsonl_record(path: Path, number: int, line: str, workload: Workload) -> tup
         output_len = int(item.get("output_len", item.get("output_tokens", workload.output_len)))
         if not isinstance(prompt, str):
             raise TypeError
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # RecursionError: nested too deep
         raise UsageError(
             f"{path}:{number}: not a JSON object with a 'prompt'; fix: one {{\"prompt\": ...}} per line"
         ) from None

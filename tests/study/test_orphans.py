@@ -110,7 +110,8 @@ def test_only_trials_whose_tuner_is_gone_from_this_host_are_ended(tmp_path) -> N
         retries = [t for t in study.trials if t.state.name == "WAITING"]
         assert sorted(t.system_attrs["failed_trial"] for t in retries) == sorted(ended)
         # a retry is a new trial: not the dead tuner's, not its engine, none of its cost
-        assert not any({"worker_process", "engine_process", "node_minutes"} & set(t.user_attrs) for t in retries)
+        # and nothing the dead attempt recorded (its log, its load): only what marks the configuration
+        assert all(t.user_attrs == {"baseline": True} for t in retries), [t.user_attrs for t in retries]
         assert end_dead_workers_trials(study) == []  # ended once
     finally:
         for engine in engines.values():
@@ -143,6 +144,9 @@ def _running(study: optuna.Study, tuner: TunerProcess, engine_pgid: int) -> optu
     trial = study.ask()
     trial.set_user_attr("worker_process", tuner.model_dump())
     trial.set_user_attr("engine_process", EngineProcess.launched(engine_pgid, time.time() - 90).model_dump())
+    # what a fixed configuration is marked with, and what the dead attempt had recorded of its own
+    for name, value in {"baseline": True, "launched": True, "server_log": "/x/server.log", "load": {"rate": 1}}.items():
+        trial.set_user_attr(name, value)
     return trial
 
 
