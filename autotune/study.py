@@ -26,7 +26,6 @@ import signal
 import sys
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
 from autotune import budget, names, stopping, study_setup, trial_queue
-from autotune.engines import Engine, broken_rules
+from autotune.engines import Engine
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
@@ -182,7 +181,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
     check_dataset(space, space_path)
     for engine in space.engines if space.simulate is None else ():  # the simulator runs instead
         check_executable(*engine_as_launched(space, engine, options.executables))
-    _refuse_all_infeasible(space)
+    study_setup.refuse_all_infeasible(space)
     storage = open_storage(options.storage, options.heartbeat_s, _KillOrphanAndRetry())
     study = create_or_load(space, space_path, options, storage, on_status)
     study_dir = options.studies_dir / options.name
@@ -337,21 +336,6 @@ def concurrent_trials(space: SearchSpace, gpus: tuple[str, ...], executables: di
         sizes |= {max(1, engine.gpus_used(point.server)) for point in space.enumerate(name, launches_only=True)}
     fits = max(1, len(gpus) // min(sizes | {len(gpus)}))
     return fits + fits // 2 if len({size for size in sizes if size <= len(gpus)}) > 1 else fits
-
-
-def _refuse_all_infeasible(space: SearchSpace) -> None:
-    """A space whose every point breaks a static rule would only record rejections: say so before starting."""
-    if any(space.launch_size(engine) > ENUMERATION_LIMIT for engine in space.engines):
-        return
-    reasons: Counter[str] = Counter()
-    for engine in space.engines:
-        launches = (p.server for p in space.enumerate(engine, launches_only=True))
-        for rule in broken_rules(engine, launches, space.hardware):
-            if rule is None:
-                return
-            reasons[rule] += 1
-    raise AutotuneError(f"every configuration of the space breaks a static rule ({dict(reasons)}); fix the space "
-                        "(see `autotune space show`)")  # fmt: skip
 
 
 def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.FrozenTrial:

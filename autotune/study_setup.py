@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from pathlib import Path
 
 import optuna
 
+from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
 from autotune.prior import prior_model, rank
-from autotune.space import ENGINE_PARAM, SearchSpace
+from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 from autotune.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.trial_queue import FixedConfiguration, queue_fixed, queued_params
 
@@ -112,3 +114,18 @@ def _prior_params(space: SearchSpace, baselines: list[dict], room: int,
             chosen.append((params, round(ranked.predicted, 3)))
     log.info("prior (%s model): queued %d configurations", model, len(chosen))
     return chosen
+
+
+def refuse_all_infeasible(space: SearchSpace) -> None:
+    """A space whose every point breaks a static rule would only record rejections: say so before starting."""
+    if any(space.launch_size(engine) > ENUMERATION_LIMIT for engine in space.engines):
+        return
+    reasons: Counter[str] = Counter()
+    for engine in space.engines:
+        launches = (p.server for p in space.enumerate(engine, launches_only=True))
+        for rule in broken_rules(engine, launches, space.hardware):
+            if rule is None:
+                return
+            reasons[rule] += 1
+    raise AutotuneError(f"every configuration of the space breaks a static rule ({dict(reasons)}); fix the space "
+                        "(see `autotune space show`)")  # fmt: skip
