@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.engines import get_engine
-from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.errors import NOT_THE_CONFIGURATIONS, FailureKind, UnsupportedConfig
 from autotune.learning import broken_learned_rule
 from autotune.objective import config_key
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
@@ -68,13 +68,14 @@ def ended_without_launch(trial: FrozenTrial) -> bool:
 
 
 def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
-    """The trials that count: all but a dead worker's, which a retry replaces, and a launch whose engine was not
-    installed (its fixed configuration, if any, is queued again: ``autotune.trial_queue.requeue_not_installed``)."""
+    """The trials that count: all but a dead worker's, which a retry replaces, and a launch that failed for a reason
+    of the machine or the client (the engine not installed, the workload file unreadable: ``NOT_THE_CONFIGURATIONS``;
+    its fixed configuration, if any, is queued again: ``autotune.trial_queue.requeue_not_installed``)."""
     trials = list(trials)
     # every trial a retry replaced: a retry of a retry keeps the first one's ``failed_trial``, its history has both
     retried = {number for t in trials for number in t.system_attrs.get("retry_history", ())}
     return [t for t in trials if not (t.state == TrialState.FAIL and (t.number in retried or
-            t.user_attrs.get("outcome") == FailureKind.NOT_INSTALLED))]  # fmt: skip
+            t.user_attrs.get("outcome") in NOT_THE_CONFIGURATIONS))]  # fmt: skip
 
 
 def _launched(trial: FrozenTrial) -> bool:

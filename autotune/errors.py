@@ -82,3 +82,9 @@ class FailureKind(StrEnum):
     CRASH = "crash"  # exited for any other reason
     NOT_INSTALLED = "not_installed"  # the engine itself is missing here: no configuration can start (not learned)
     NO_DATA = "no_data"  # a simulated engine's performance model has nothing for this configuration
+    CLIENT_INPUT = "client_input"  # the benchmark's own input (the workload file) failed: not the engine (not learned)
+
+
+# failures of this machine or of the client, not of the configuration tried: such a launch costs the study no budget,
+# and its fixed configuration, if it had one, is queued again (autotune.budget, autotune.trial_queue)
+NOT_THE_CONFIGURATIONS = frozenset({FailureKind.NOT_INSTALLED, FailureKind.CLIENT_INPUT})

@@ -37,7 +37,7 @@ from optuna.trial import TrialState
 
 from autotune import budget, names, stopping, study_setup, trial_queue
 from autotune.engines import Engine
-from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind
+from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
 from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
@@ -350,9 +350,9 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
             # this one rode out) and queued its configuration again, which the retry measures: go on
             log.warning("trial %d was ended by another worker as stale; its retry measures it", trial.number)
             return study._storage.get_trial(trial._trial_id)
-        except EngineNotInstalled as exc:
-            failed = _tell_failed(study, trial, objective, exc, outcome=FailureKind.NOT_INSTALLED)
-            trial_queue.requeue_not_installed(study, failed)
+        except (EngineNotInstalled, UsageError) as exc:  # the machine's or the client's fault: counts no launch
+            outcome = FailureKind.NOT_INSTALLED if isinstance(exc, EngineNotInstalled) else FailureKind.CLIENT_INPUT
+            trial_queue.requeue_not_installed(study, _tell_failed(study, trial, objective, exc, outcome=outcome))
             raise AutotuneError(f"trial {trial.number}: {exc}") from exc
         except AutotuneError as exc:
             stopping.raise_if_requested()  # an engine killed by the same SIGTERM is not a failure of its configuration

@@ -12,7 +12,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.errors import AutotuneError, SpaceError
+from autotune import budget
+from autotune.errors import AutotuneError, FailureKind, SpaceError
 from autotune.learning import learned_rules
 from autotune.spacefile import load_space
 from autotune.study import RunOptions, prepare_study, run_trials
@@ -57,3 +58,5 @@ def test_a_file_that_goes_bad_after_the_checks_is_the_clients_failure(tmp_path) 
     assert "holds no prompts" in trial.user_attrs["error"]
     assert learned_rules(prepared.study) == {}
     assert [t.state for t in prepared.study.trials[1:]] == [TrialState.WAITING]
+    # and it costs no launch of the budget: the study's next run launches both trials asked for
+    assert trial.user_attrs["outcome"] == FailureKind.CLIENT_INPUT and budget.count(prepared.study.trials).launches == 0
