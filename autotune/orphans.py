@@ -109,13 +109,16 @@ def mark_worker(trial: optuna.Trial) -> None:
 def end_dead_workers_trials(study: optuna.Study) -> list[int]:
     """End the study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale: kill, count,
     fail, retry (the module docstring). Call it under the study's slot lock. Returns the numbers of the trials ended."""
+    return [trial.number for trial in dead_workers_trials(study) if _end(study, trial)]
+
+
+def dead_workers_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale (only reads: a worker
+    looks outside the slot lock first, and takes the lock to end them only when there are any)."""
     storage = study._storage
     stale = set(storage._get_stale_trial_ids(study._study_id)) if _heartbeats(storage) else set()
-    ended = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if (trial._trial_id in stale or _tuner_gone(trial)) and _end(study, trial):
-            ended.append(trial.number)
-    return ended
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    return [trial for trial in running if trial._trial_id in stale or _tuner_gone(trial)]
 
 
 class KillOrphanAndRetry:

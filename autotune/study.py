@@ -42,7 +42,7 @@ from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
 from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
 from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
-from autotune.orphans import end_dead_workers_trials, mark_worker
+from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
 from autotune.server import check_executable
 from autotune.space import ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import check_dataset
@@ -218,8 +218,12 @@ def _run_trials_until_done(prepared: PreparedStudy, on_trial, started: float) ->
         if (reason := budget.exhausted(study, prepared.catalogue)) is not None:
             log.info("study %s: space exhausted: %s", options.name, reason)
             break
+        # looked for outside the slot lock, which 16 workers wait for in turn; ended under it (once), before the
+        # trial starts: a dead tuner's engine on this host is gone before this worker launches anything
+        dead = bool(dead_workers_trials(study))
         with slot_lock(options.storage, options.name, options.studies_dir):
-            end_dead_workers_trials(study)  # a dead worker's trial is queued again (locked: once)
+            if dead:
+                end_dead_workers_trials(study)  # a dead worker's trial is queued again
             trial = trial_queue.start_trial(study, prepared.storage, options.heartbeat_s)
         if trial is None:
             # no room left; a trial still running elsewhere may yet launch nothing, or go stale and be retried
