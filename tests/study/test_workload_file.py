@@ -57,6 +57,7 @@ def test_a_file_that_goes_bad_after_the_checks_is_the_clients_failure(tmp_path) 
     assert trial.state == TrialState.FAIL and "failure_kind" not in trial.user_attrs, trial.user_attrs
     assert "holds no prompts" in trial.user_attrs["error"]
     assert learned_rules(prepared.study) == {}
-    assert [t.state for t in prepared.study.trials[1:]] == [TrialState.WAITING]
+    # the baseline it tried is queued again for the next run (the other trial, the sampler's, was never made)
+    assert [(t.state, t.user_attrs.get("baseline")) for t in prepared.study.trials[1:]] == [(TrialState.WAITING, True)]
     # and it costs no launch of the budget: the study's next run launches both trials asked for
     assert trial.user_attrs["outcome"] == FailureKind.CLIENT_INPUT and budget.count(prepared.study.trials).launches == 0
