@@ -31,7 +31,7 @@ from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
 BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines included)
 RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time): a run of non-launches restarts
-# Non-launches in a row after which a space counts as exhausted. After a duplicate the next slot goes to an untried
+# Non-launches in a row after which a space counts as exhausted. After a duplicate the next trial goes to an untried
 # neighbour of the incumbent (autotune.refine), so a run this long means that neither refinement nor the sampler
 # finds an untried configuration. A non-launch costs one suggestion (milliseconds, no GPU); were a tenth of a space's
 # configurations still untried, the sampler at random would miss all of them 50 times in a row with probability

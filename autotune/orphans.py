@@ -11,7 +11,7 @@ outright (SIGKILL, out of memory) leaves both behind with its trial RUNNING. Two
 
 Either way the same steps, under the study's slot lock (so a trial is ended and retried once): kill the recorded
 engine group if it still runs here, record the trial's node-minutes as its engine's time (launch to kill, or to the
-last heartbeat where the kill time is unknown), fail it, and retry its configuration as a new slot (Optuna's
+last heartbeat where the kill time is unknown), fail it, and retry its configuration as a queued trial (Optuna's
 ``RetryHeartbeatStaleTrialCallback``).
 """
 

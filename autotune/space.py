@@ -288,7 +288,7 @@ class Search(_Strict):
     prior: Literal["auto", "analytic", "aiconfigurator", "none"] = "auto"
     prior_trials: Annotated[int, Field(ge=0)] = 4
     learn_failures: bool = True  # learned rules (a failure's message names a knob value) and OOM dominance
-    refine: bool = True  # a duplicate suggestion hands the next empty slot to an untried neighbour of the incumbent
+    refine: bool = True  # a duplicate suggestion queues an untried neighbour of the incumbent for the next trial
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,7 @@ _RETRIED_CALLS = (
 
 class RetryingStorage(optuna.storages.RDBStorage):
     """Optuna's RDB storage whose calls ride out an outage (see the module). A write whose commit reached the
-    database just as the connection died is made again: at worst a duplicate slot or a trial that goes stale."""
+    database just as the connection died is made again: at worst a trial that goes stale and is retried."""
 
     def __init__(self, url: str, retry_s: float, **kwargs) -> None:
         self.outage = _Outage(make_url(url), retry_s)

@@ -138,7 +138,7 @@ def node_minutes_of(trials: Iterable[optuna.trial.FrozenTrial]) -> float:
 
 @contextlib.contextmanager
 def slot_lock(storage_url: str, study_name: str, studies_dir: Path) -> Iterator[None]:
-    """Only one worker at a time checks for a slot and pops it."""
+    """Only one worker at a time counts the budget and starts a trial (and ends a dead worker's)."""
     if storage_url.startswith("postgresql"):
         key = int(hashlib.sha256(study_name.encode()).hexdigest()[:15], 16)
         with advisory_lock(_lock_engine(storage_url), key):  # taken through a storage outage, as storage calls are
