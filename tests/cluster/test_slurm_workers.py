@@ -14,6 +14,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 import yaml
 
 from autotune.server import group_alive, recorded_group_alive
@@ -151,6 +152,8 @@ def _trials(storage: str) -> list[optuna.trial.FrozenTrial]:
     try:
         return optuna.load_study(study_name=STUDY, storage=storage).trials
     except KeyError:  # not created yet
+        return []
+    except sqlalchemy.exc.IntegrityError:  # this poll made the schema of the new database as a worker did: poll again
         return []
 
 
