@@ -102,7 +102,7 @@ def study_budget(study: optuna.Study) -> int:
 
 def set_budget(study: optuna.Study, n_trials: int, more_trials: int = 0) -> None:
     """Make the study's budget ``n_trials`` where it has none (a new study, or one whose creator was killed before
-    setting it), else raise it by ``more_trials`` or to ``n_trials``; never lower it. Under the slot lock: workers
+    setting it), else raise it by ``more_trials`` or to ``n_trials``; never lower it. Under the budget lock: workers
     starting at once each add their ``--more`` once, none lost."""
     current = study.user_attrs.get(BUDGET_ATTR)
     if current is None:

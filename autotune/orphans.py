@@ -9,7 +9,7 @@ outright (SIGKILL, out of memory) leaves both behind with its trial RUNNING. Two
   next launch until the heartbeat's grace period ran out.
 - from any host, once its heartbeat is stale (a host that died, a worker on another machine): the grace period.
 
-Either way the same steps, under the study's slot lock (so a trial is ended and retried once): kill the recorded
+Either way the same steps, under the study's budget lock (so a trial is ended and retried once): kill the recorded
 engine group if it still runs here, record the trial's node-minutes as its engine's time (launch to kill, or to the
 last heartbeat where the kill time is unknown), fail it, and retry its configuration as a queued trial (Optuna's
 ``RetryHeartbeatStaleTrialCallback``).
@@ -108,13 +108,13 @@ def mark_worker(trial: optuna.Trial) -> None:
 
 def end_dead_workers_trials(study: optuna.Study) -> list[int]:
     """End the study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale: kill, count,
-    fail, retry (the module docstring). Call it under the study's slot lock. Returns the numbers of the trials ended."""
+    fail, retry (the module docstring). Call it under the study's budget lock. Returns the numbers of the trials ended."""
     return [trial.number for trial in dead_workers_trials(study) if _end(study, trial)]
 
 
 def dead_workers_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale (only reads: a worker
-    looks outside the slot lock first, and takes the lock to end them only when there are any)."""
+    looks outside the budget lock first, and takes the lock to end them only when there are any)."""
     storage = study._storage
     stale = set(storage._get_stale_trial_ids(study._study_id)) if _heartbeats(storage) else set()
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))

@@ -1,6 +1,6 @@
 """A study's set-up, in steps that any worker may do, so that one interrupted at any point resumes.
 
-Whichever `study run` finds a step undone does it, under the study's slot lock: the study's description (the space
+Whichever `study run` finds a step undone does it, under the study's budget lock: the study's description (the space
 it was made with and its metrics; ``space_digest``, written last, says it is whole), its first configurations queued
 once (each engine's baseline, then the prior's best; ``FIRST_QUEUED_ATTR`` says they were, and a creator killed while
 queueing them leaves those it queued, which are not queued again), and its budget (``autotune.budget.set_budget``).
@@ -46,7 +46,7 @@ def first_queued(study: optuna.Study) -> bool:
 def first_configurations(space: SearchSpace, n_trials: int,
                          on_status: StatusCallback = no_status) -> list[FixedConfiguration]:  # fmt: skip
     """What the study launches first: each engine's baseline (as many as the budget has room for), then the prior's
-    best-predicted configurations. Computed outside the slot lock: the prior's ranking can take minutes."""
+    best-predicted configurations. Computed outside the budget lock: the prior's ranking can take minutes."""
     baselines = [baseline_params(space, engine) for engine in list(space.engines)[:n_trials]]
     first = [FixedConfiguration(params, {"baseline": True}) for params in baselines]
     for position, (params, predicted) in enumerate(_prior_params(space, baselines, n_trials - len(baselines),
@@ -56,7 +56,7 @@ def first_configurations(space: SearchSpace, n_trials: int,
 
 
 def set_up(study: optuna.Study, space: SearchSpace, space_path: Path, first: list[FixedConfiguration]) -> None:
-    """Do what the study's set-up still lacks; under the slot lock (workers starting at once do each step once).
+    """Do what the study's set-up still lacks; under the budget lock (workers starting at once do each step once).
 
     Raises:
         AutotuneError: the study was made with another search space.

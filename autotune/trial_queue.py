@@ -51,7 +51,7 @@ def requeue_not_installed(study: optuna.Study, failed: FrozenTrial) -> None:
 
 def start_trial(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbeat_s: int) -> optuna.Trial | None:
     """The study's next trial, RUNNING for this worker, or None while the launches so far and the trials running take
-    the whole budget; called under the slot lock, so that workers at once never start more.
+    the whole budget; called under the budget lock, so that workers at once never start more.
 
     The oldest queued trial, else a new one made WAITING: its heartbeat is recorded before it is RUNNING (a worker
     killed in between leaves a WAITING trial, which the next worker starts, never a RUNNING one that never goes

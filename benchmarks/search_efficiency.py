@@ -48,7 +48,8 @@ from autotune.ranking import feasible  # noqa: E402
 from autotune.sim.analytic import StartupFailure  # noqa: E402
 from autotune.sim.models import TableModel  # noqa: E402
 from autotune.spacefile import load_space  # noqa: E402
-from autotune.study import RunOptions, prepare_study, run_trials  # noqa: E402
+from autotune.study import RunOptions, prepare_study  # noqa: E402
+from autotune.workers import run_trials  # noqa: E402
 
 STRATEGIES = ("autotune", "tpe", "random", "one_knob")
 TARGETS = (0.95, 0.99)

@@ -15,7 +15,7 @@ was measured before is recorded as ``duplicate_of`` and not measured again, and 
 Stress run: ``--workers`` processes start at once on one study with a budget of ``--trials``; ``--kills`` times, at a
 random moment (a random number of finished trials, then up to 0.5 s), the process group of one worker, at random
 among those running a trial, is killed with SIGKILL and a new process with the same command started (a worker
-picked among all would mostly be one waiting for the slot lock, with no trial to lose). Checked afterwards, from the storage:
+picked among all would mostly be one waiting for the budget lock, with no trial to lose). Checked afterwards, from the storage:
 
 - budget: autotune's budget is a number of launches (duplicates and rejections launch nothing and do not count); a
   dead worker's trial is failed as stale by another worker and queued again (RetryHeartbeatStaleTrialCallback), so
@@ -27,7 +27,7 @@ picked among all would mostly be one waiting for the slot lock, with no trial to
   time (a finished trial measures during its last ``trial_s``, a killed one from its start until its worker died).
 
 Coordination overhead per trial: each worker is autotune's CLI (``autotune.cli.main``, what ``python -m autotune``
-runs) with timers wrapped around ``autotune.study.slot_lock``, the ask (``autotune.trial_queue.start_trial``: the
+runs) with timers wrapped around ``autotune.locks.budget_lock``, the ask (``autotune.trial_queue.start_trial``: the
 budget counted, then the oldest queued trial or a new one started), ``Study.tell``, the objective and every
 RDBStorage method, one JSON line per trial. Overhead = the worker's wall time per trial (end of one trial to the end
 of the next) minus the objective: the lock wait, the lock held (the stale-trial check, the ask, the first
@@ -144,12 +144,15 @@ class _Timer:
 def run_worker(argv: list[str]) -> None:
     import autotune.study as study_module
     import autotune.trial_queue as trial_queue
+    import autotune.workers as workers_module
     from autotune.cli import main as cli_main
     from autotune.objective import Objective
 
     timer = _Timer((Path(os.environ[TIMINGS_ENV]) / f"{os.getpid()}.jsonl").open("a"))
-    study_module.slot_lock = timer.lock(study_module.slot_lock)
-    study_module._run_trial = timer.trial(study_module._run_trial)
+    # the budget lock is taken in both: the study's set-up and stale-trial ends, the workers' asks and refinements
+    timed_lock = timer.lock(workers_module.budget_lock)
+    study_module.budget_lock = workers_module.budget_lock = timed_lock
+    workers_module._run_trial = timer.trial(workers_module._run_trial)
     trial_queue.start_trial = timer.wrap("ask", trial_queue.start_trial)  # autotune's ask, within the budget
     optuna.study.Study.tell = timer.wrap("tell", optuna.study.Study.tell)
     Objective.__call__ = timer.wrap("objective", Objective.__call__)
@@ -452,7 +455,7 @@ def main() -> None:
                     optuna.delete_study(study_name=name, storage=args.storage)
     print(
         "(ms per trial per worker, means; trials/s of the study as a whole; vs 1: against the first row; held: the\n"
-        " slot lock held (the ask runs in it); busy: share of the run's time some worker held it, 1.00 = saturated;\n"
+        " budget lock held (the ask runs in it); busy: share of the run's time some worker held it, 1.00 = saturated;\n"
         " storage: time in RDBStorage calls, objective's included; calls: RDBStorage calls per trial; CPU: worker's)"
     )
     stress, stress_rate, stress_ms = rows[-1]

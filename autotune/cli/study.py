@@ -25,15 +25,9 @@ from autotune.ranking import best_trial, feasible
 from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
 from autotune.settings import Settings
 from autotune.spacefile import find_space, load_space
-from autotune.study import (
-    RunOptions,
-    concurrent_trials,
-    open_storage,
-    prepare_study,
-    run_node,
-    run_trials,
-)
+from autotune.study import RunOptions, open_storage, prepare_study
 from autotune.text import shorten
+from autotune.workers import concurrent_trials, run_node, run_trials
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"

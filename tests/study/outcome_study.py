@@ -10,7 +10,8 @@ import optuna
 import yaml
 
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, default_storage, prepare_study, run_trials
+from autotune.study import RunOptions, default_storage, prepare_study
+from autotune.workers import run_trials
 
 NAME = "outcomes"
 CRASH_LINE = "ValueError: kv_cache_dtype fp8 is not supported by this attention backend"

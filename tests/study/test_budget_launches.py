@@ -16,7 +16,8 @@ import yaml
 
 from autotune import budget
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study, run_trials
+from autotune.study import RunOptions, prepare_study
+from autotune.workers import run_trials
 from tests.conftest import REPO
 from tests.study.conftest import autotune, show
 

@@ -13,7 +13,8 @@ from autotune.bench.runner import Progress
 from autotune.engines import get_engine
 from autotune.objective import Objective, Outcome, TrialEnvironment
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study, run_trials
+from autotune.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study
+from autotune.workers import run_trials
 from tests.study.conftest import ENGINE, write_space
 
 STEPS = 11  # checkpoints 0-10 of one load level (autotune.objective)

@@ -17,7 +17,7 @@ import yaml
 
 from autotune.server import group_alive
 from autotune.spacefile import load_space
-from autotune.study import concurrent_trials
+from autotune.workers import concurrent_trials
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, autotune, show, write_space
 

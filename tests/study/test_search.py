@@ -11,7 +11,8 @@ import yaml
 
 from autotune.learning import learned_rules
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study, run_trials
+from autotune.study import RunOptions, prepare_study
+from autotune.workers import run_trials
 from tests.study.conftest import ENGINE, POSTGRES, autotune, show, write_space
 
 # The scripted engine serves at most max_num_seqs streams at once and queues the rest: beyond that concurrency a

@@ -19,7 +19,8 @@ from autotune.errors import AutotuneError
 from autotune.server import group_alive, kill_group
 from autotune.spacefile import load_space
 from autotune.status import Phase, StatusEvent
-from autotune.study import RunOptions, prepare_study, run_node, run_trials
+from autotune.study import RunOptions, prepare_study
+from autotune.workers import run_node, run_trials
 from tests.study.conftest import ENGINE, write_space
 
 _GUARD_S = 60  # a guard against a hang while the engine dies, not a timing assertion

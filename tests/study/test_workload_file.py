@@ -16,7 +16,8 @@ from autotune import budget
 from autotune.errors import AutotuneError, FailureKind, SpaceError
 from autotune.learning import learned_rules
 from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study, run_trials
+from autotune.study import RunOptions, prepare_study
+from autotune.workers import run_trials
 from tests.study.conftest import ENGINE, SCRIPTED_SPACE, write_space
 
 
