@@ -34,7 +34,16 @@ _STRUCTURAL_KNOBS = {"engine": "list the engine under engines:", "engine_version
 _SERVER_KNOBS = [k for k in KNOBS if k not in _STRUCTURAL_KNOBS]
 
 
-SHIPPED_SPACES = Path(__file__).parent / "spaces"
+def _shipped_spaces_dir() -> Path:
+    """Where the shipped spaces are: ``search_spaces/`` at the top of the checkout, installed as package data
+    ``autotune/search_spaces/`` by a non-editable install (pyproject.toml maps the one to the other); an editable
+    install or a checkout on the path finds them beside the package."""
+    package = Path(__file__).resolve().parent
+    installed = package / "search_spaces"
+    return installed if installed.is_dir() else package.parent / "search_spaces"
+
+
+SHIPPED_SPACES = _shipped_spaces_dir()
 
 
 def shipped_spaces() -> dict[str, Path]:
@@ -96,7 +105,7 @@ def parse_space(text: str, source: str = "<string>") -> SearchSpace:
             source,
             "(top level)",
             f"expected a mapping of keys, got {type(data).__name__}",
-            "start from a shipped space in autotune/spaces/",
+            "start from a shipped space in search_spaces/",
         )
     try:
         space = SearchSpace.model_validate(data)
@@ -133,9 +142,7 @@ def _space_error(source: str, error: ErrorDetails) -> SpaceError:
         key = str(error["loc"][-1])
         return SpaceError(source, path, f"unknown key {brief_repr(key)}", _valid_keys_hint(key, parent))
     if kind == "missing":
-        return SpaceError(
-            source, path, "required key is missing", "add it (see the shipped spaces in autotune/spaces/)"
-        )
+        return SpaceError(source, path, "required key is missing", "add it (see the shipped spaces in search_spaces/)")
     if kind == "param_kind":
         return SpaceError(
             source, path, f"{error['msg']}, got {brief_repr(value)}", "write e.g. {choices: [a, b]} or {int: [1, 8]}"

@@ -41,8 +41,14 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
+DEFAULT_TRIALS = 8  # the budget of launches of a space that sets no `trials`
+
+
 @dataclass(frozen=True)
 class RunOptions:
+    """How a worker runs study ``name``: where it is stored, its budget of launches, when to stop, the sampler's seed,
+    the heartbeat, engine executables to override, and the node's GPUs its trials lease theirs from."""
+
     name: str
     storage: str
     studies_dir: Path

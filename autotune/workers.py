@@ -27,22 +27,56 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from autotune import budget, stopping, trial_queue
+from autotune import budget, names, stopping, trial_queue
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.locks import budget_lock
 from autotune.notes import save_trial_note, trial_note
 from autotune.objective import REASON_LIMIT, Objective, Outcome, engine_for
 from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
+from autotune.settings import Settings
 from autotune.space import ENUMERATION_LIMIT, SearchSpace
+from autotune.spacefile import find_space, load_space
 from autotune.status import StatusCallback, no_status
 from autotune.storage import Heartbeat, unwritable
-from autotune.study import PreparedStudy, RunOptions, node_minutes_spent, prepare_study
+from autotune.study import DEFAULT_TRIALS, PreparedStudy, RunOptions, default_storage, node_minutes_spent, prepare_study
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
 # how often a worker with no room left in the budget looks whether the trials still running have ended
 _IDLE_POLL_S = 1.0
 _PR_SET_PDEATHSIG = 1  # Linux prctl: the signal a process gets when its parent dies
+
+
+def run_study(space: str | Path = "quickstart", *, study: str | None = None, n_trials: int | None = None,
+              storage: str | None = None, seed: int | None = None, timeout_s: float | None = None,
+              on_trial: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None) -> optuna.Study:  # fmt: skip
+    """Run a study from Python, as ``autotune study run`` does with one worker (and the same settings: the studies
+    directory and storage of ``AUTOTUNE_STUDIES_DIR`` and ``AUTOTUNE_STORAGE``).
+
+    Args:
+        space: a space file or a shipped space's name (``autotune space list``); the quickstart needs no GPU.
+        study: the study's name (default: the space's name); an existing study of that name is resumed.
+        n_trials: the study's budget of launches in all (default: the space's ``trials``, else 8).
+        storage: an Optuna storage URL (default: the study's SQLite file in the studies directory).
+        seed: the sampler's seed (same seed, same suggestions).
+        timeout_s: no trial starts after this many seconds.
+        on_trial: called with the study and each trial as it finishes.
+
+    Returns:
+        The study; ``autotune.best_trial(study)`` is its best feasible trial.
+
+    Raises:
+        AutotuneError: the space is invalid, an engine is missing, the storage cannot be opened, a trial hit a bug in
+            the machine's set-up, or a SIGTERM stopped the run.
+    """
+    space_file = find_space(space)
+    loaded = load_space(space_file)
+    name = names.study_name(study if study is not None else loaded.name or space_file.stem, "study")
+    settings = Settings()
+    options = RunOptions(name=name, storage=storage or settings.storage or default_storage(name, settings.studies_dir),
+                         studies_dir=settings.studies_dir, n_trials=n_trials or loaded.trials or DEFAULT_TRIALS,
+                         timeout_s=timeout_s, seed=seed, heartbeat_s=settings.heartbeat_s)  # fmt: skip
+    return run_trials(prepare_study(loaded, space_file, options), on_trial)
 
 
 def run_trials(prepared: PreparedStudy,

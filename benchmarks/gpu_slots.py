@@ -81,7 +81,7 @@ def run(root: Path, name: str, seed: int, startup_s: float, gpus: str | None) ->
     space_path = space(root, startup_s, record)
     trials = make_study(space_path, name, root / name, seed)
     argv = [sys.executable, "-m", "autotune", "study", "run", str(space_path), "--study", name,
-            "--n-trials", str(trials), "--executable", f"{sys.executable} -m autotune.bench.scripted",
+            "--n-trials", str(trials), "--executable", f"{sys.executable} -m autotune.testing.scripted",
             *(["--gpus", gpus] if gpus else [])]  # fmt: skip
     started, clock = time.monotonic(), time.time()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)

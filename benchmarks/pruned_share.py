@@ -6,7 +6,7 @@ Runs `autotune study run SPACE --n-trials N --seed S` (of the checkout ``--repo`
 older commit measures the code before a change) in a fresh studies directory per seed, then reads the study: trials
 launched (a study stopped by ``--timeout-s`` counts those that ran), pruned (with where each was stopped), failed
 loads, whether every baseline was measured, the best value. Real engines are slow: keep N and the seeds small
-(``autotune/spaces/vllm-cpu-tiny.yaml``, 10 trials: 15-45 minutes on a busy 2-core machine).
+(``search_spaces/vllm-cpu-tiny.yaml``, 10 trials: 15-45 minutes on a busy 2-core machine).
 """
 
 from __future__ import annotations

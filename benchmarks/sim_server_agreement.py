@@ -26,7 +26,7 @@ from autotune.bench.datasets import build_requests
 from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
 from autotune.space import Workload
-from tests.sim.conftest import V32, sim_server, simulated
+from autotune.testing.sim import V32, sim_server, simulated
 
 COMPARED = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "median_tpot_ms", "mean_e2el_ms")
 LOADS = ((4, 24, 0.5), (32, 96, 0.5), (128, 128, 1.0))  # (max concurrency, prompts, time scale)

@@ -20,7 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autotune.sim.analytic import analytic_profile
-from tests.sim.seedset import SEED_NODE, sharegpt_runs, simulated_total
+from autotune.testing.seedset import SEED_NODE, sharegpt_runs, simulated_total
 
 PROBE_COST_S = 100e-6
 

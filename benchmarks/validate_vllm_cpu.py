@@ -24,7 +24,7 @@ from _harness import REPO, require_vllm
 
 sys.path.insert(0, str(REPO))
 from autotune.space import Workload
-from autotune.spacefile import load_space
+from autotune.spacefile import find_space, load_space
 from autotune.validate import Contender, NamedWorkload, validate, welch_difference
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=96)
     args = parser.parse_args()
     require_vllm()
-    space = load_space(REPO / "autotune" / "spaces" / "vllm-cpu-tiny.yaml")
+    space = load_space(find_space("vllm-cpu-tiny"))
     reference = space.default_point("vllm").server.model_copy(update={"max_num_seqs": 2})
     candidates = {
         "itself": Contender(reference),

@@ -2,7 +2,7 @@
 
     scripts/setup-vllm-cpu.sh && .venv/bin/python benchmarks/vllm_cpu_search.py [--budget-min 6] [--repeats 3]
 
-Both search autotune/spaces/vllm-cpu-tiny.yaml on the real engine and stop at the same budget of wall minutes:
+Both search search_spaces/vllm-cpu-tiny.yaml on the real engine and stop at the same budget of wall minutes:
 - autotune: `autotune study run --budget-node-hours` (one launch per trial with a load sweep, learned failures);
 - the anchor: a hand-written Optuna loop, plain TPESampler over every parameter (max_concurrency included), each
   suggestion launched and benchmarked through autotune's own launch path (so both measure alike).
@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO))
 
 from autotune.launch import Launch, LaunchFailed  # noqa: E402
 from autotune.objective import anchored_paths, engine_for  # noqa: E402
-from autotune.spacefile import load_space  # noqa: E402
+from autotune.spacefile import find_space, load_space  # noqa: E402
 
-SPACE = REPO / "autotune" / "spaces" / "vllm-cpu-tiny.yaml"
+SPACE = find_space("vllm-cpu-tiny")
 
 
 def autotune_best(budget_min: float, seed: int, studies: Path) -> float:

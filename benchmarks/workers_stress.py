@@ -64,12 +64,12 @@ from pathlib import Path
 
 import optuna
 import sqlalchemy
-import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autotune.budget import count, study_budget  # noqa: E402
+from autotune.testing.spaces import direct_quickstart  # noqa: E402
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TIMINGS_ENV = "WORKERS_STRESS_TIMINGS"
@@ -165,15 +165,6 @@ def run_worker(argv: list[str]) -> None:
 
 
 # -- the driver ------------------------------------------------------------------------------------------------------
-def write_space(tmp: Path) -> Path:
-    space = yaml.safe_load((REPO / "autotune" / "spaces" / "quickstart.yaml").read_text())
-    space["simulate"] = {"mode": "direct", "performance_model": "analytic"}
-    space["workload"]["num_prompts"] = 200
-    path = tmp / "space.yaml"
-    path.write_text(yaml.safe_dump(space))
-    return path
-
-
 @dataclass
 class Run:
     """One study run by ``workers`` processes: what happened, from the storage and the workers' timings."""
@@ -435,7 +426,7 @@ def main() -> None:
     names, rows, rates = [], [], {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        args.space = write_space(tmp)
+        args.space = direct_quickstart(tmp, num_prompts=200)
         print(f"seed {args.seed}; space: quickstart in direct mode; PostgreSQL; heartbeat 1 s\n{HEADER}", flush=True)
         try:
             plan = [(f"scaling ({args.scaling_trials} trials)", int(w), args.scaling_trials, 0)

@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as `python scripts/screenshots.py`: the tests' dashboard helper is shared
 
-from tests.browser import dashboard_server  # noqa: E402
+from autotune.testing.browser import dashboard_server  # noqa: E402
 
 VIEWPORT = {"width": 1200, "height": 800}  # small PNGs: one figure, at a laptop's width
 PARETO_FIGURE = "Throughput per GPU vs interactivity"
@@ -40,7 +40,7 @@ def autotune(*args: str, studies_dir: Path) -> None:
 
 @contextlib.contextmanager
 def chromium_page() -> Iterator[object]:
-    """A fresh page in headless Chromium (the pattern of tests/browser.py, without pytest)."""
+    """A fresh page in headless Chromium (the pattern of autotune.testing.browser, without pytest)."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium")
@@ -73,7 +73,7 @@ DASHBOARD_VIEWPORT = {"width": 1400, "height": 1000}  # a trial's page: its note
 # The scripted stand-in engine exits at start-up on speculative decoding: a crashed launch with its log (the
 # quickstart's simulated engines do not crash).
 SCRIPTED_SPACE = REPO / "tests" / "study" / "scripted.yaml"
-SCRIPTED_ENGINE = "python -m autotune.bench.scripted"
+SCRIPTED_ENGINE = "python -m autotune.testing.scripted"
 
 
 def dashboard_screenshots(studies_dir: Path, out_dir: Path) -> list[Path]:

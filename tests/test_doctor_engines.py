@@ -57,8 +57,8 @@ def test_an_engine_module_the_interpreter_cannot_import_fails_with_the_fix(tmp_p
 
 
 def test_a_module_the_interpreter_finds_is_ok_with_its_version(tmp_path) -> None:
-    check = _engine_check(_space(tmp_path, [sys.executable, "-m", "autotune.bench.scripted"]))
-    assert check["ok"] and check["detail"].endswith("autotune.bench.scripted: version 0.1.0"), check["detail"]
+    check = _engine_check(_space(tmp_path, [sys.executable, "-m", "autotune.testing.scripted"]))
+    assert check["ok"] and check["detail"].endswith("autotune.testing.scripted: version 0.1.0"), check["detail"]
 
 
 def test_the_engine_is_proven_in_the_environment_its_launches_get(tmp_path) -> None:

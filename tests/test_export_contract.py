@@ -20,7 +20,7 @@ from autotune.reproduce import DEFAULT_PORT
 from tests.study.conftest import autotune
 
 MODEL = "scripted-model"
-SCRIPTED_AS_ANY_ENGINE = f"{sys.executable} -m autotune.bench.scripted serve {MODEL}"
+SCRIPTED_AS_ANY_ENGINE = f"{sys.executable} -m autotune.testing.scripted serve {MODEL}"
 
 
 def contract_space(tmp_path: Path, engine: str) -> Path:

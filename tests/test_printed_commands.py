@@ -29,7 +29,7 @@ def template_space(tmp_path: Path) -> Path:
     path = write_space(tmp_path, params={"max_num_seqs": {"choices": [8], "default": 8}})
     space = yaml.safe_load(path.read_text())
     space["engines"]["vllm"]["fixed"]["chat_template"] = TEMPLATE
-    space["engines"]["vllm"]["executable"] = [sys.executable, "-m", "autotune.bench.scripted"]
+    space["engines"]["vllm"]["executable"] = [sys.executable, "-m", "autotune.testing.scripted"]
     space["workload"]["num_prompts"] = 8
     path.write_text(yaml.safe_dump(space))
     return path
@@ -62,7 +62,7 @@ def test_study_run_summary_report_and_note_print_port_8000(finished) -> None:
     studies, summary, _ = finished
     trial_port = _trial_port(studies)
     assert trial_port != str(DEFAULT_PORT)  # the trial served on a port picked at run time
-    launch = next(line for line in summary.splitlines() if "autotune.bench.scripted serve" in line)
+    launch = next(line for line in summary.splitlines() if "autotune.testing.scripted serve" in line)
     assert f"--port {DEFAULT_PORT}" in launch and f"--port {trial_port}" not in summary, summary
     study = optuna.load_study(study_name="scripted", storage=f"sqlite:///{studies / 'scripted.db'}")
     best = study.trials[0]

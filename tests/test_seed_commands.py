@@ -10,59 +10,7 @@ import pytest
 
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from tests.conftest import DATA
-
-V32 = "deepseek-ai/DeepSeek-V3.2"
-VLLM = {
-    "engine": "vllm",
-    "engine_version": "0.13.0",
-    "model": V32,
-    "tokenizer_mode": "deepseek_v32",
-    "reasoning_parser": "deepseek_v3",
-}
-SGLANG = {"engine": "sglang", "engine_version": "0.5.6.post2", "model": V32}
-SGLANG_TEMPLATE = {**SGLANG, "chat_template": "./tool_chat_template_deepseekv32.jinja"}
-SGLANG_DPA = {**SGLANG_TEMPLATE, "tp": 8, "dp": 8, "dp_attention": True}
-SGLANG_PARSERS = {**SGLANG_DPA, "reasoning_parser": "deepseek-v3", "tool_call_parser": "deepseekv32"}
-SGLANG_32K = {**SGLANG_PARSERS, "max_model_len": 32768}
-SGLANG_BEST = {
-    **SGLANG_32K,
-    "attention_backend": "nsa",
-    "prefill_attention_backend": "fa3",
-    "decode_attention_backend": "fa3",
-}
-TRTLLM = {"engine": "trtllm", "engine_version": "1.2.0rc5", "model": "/workspace/DeepSeek-v3.2", "tp": 8}
-
-# (engine, experiment) -> the canonical knobs of that run, written by hand from the seed study's text.
-SEED_CONFIGS: dict[tuple[str, str], dict] = {
-    ("vllm", "baseline"): {**VLLM, "tp": 8},
-    ("vllm", "parallel DP+EP"): {**VLLM, "tp": 1, "dp": 8, "ep": 8, "dp_attention": True, "max_model_len": 81920},
-    ("vllm", "MTP"): {**VLLM, "tp": 8, "speculative": "mtp:1"},
-    ("vllm", "DeepGEMM off"): {**VLLM, "tp": 8, "deep_gemm": False},
-    ("vllm", "tool-call parser"): {**VLLM, "tp": 8, "tool_call_parser": "deepseek_v32"},
-    ("vllm", "context 32768"): {**VLLM, "tp": 8, "max_model_len": 32768},
-    ("vllm", "baseline (other workloads)"): {**VLLM, "tp": 8},
-    ("sglang", "baseline"): {**SGLANG_TEMPLATE, "tp": 8},
-    ("sglang", "TP+DP-attention"): {**SGLANG_TEMPLATE, "tp": 8, "dp_attention": True},
-    ("sglang", "TP+DP+DP-attention"): SGLANG_DPA,
-    ("sglang", "TP+DP+DP-attention+EP"): {**SGLANG_DPA, "ep": 8},
-    ("sglang", "MTP (EAGLE)"): {**SGLANG, "tp": 8, "speculative": "mtp:1"},
-    ("sglang", "tool-call parser (+DP8 DP-attention)"): SGLANG_PARSERS,
-    ("sglang", "context 32768"): SGLANG_32K,
-    # the engine-neutral "fp8" is SGLang's fp8_e4m3 (SGLang has no plain fp8)
-    ("sglang", "KV cache fp8_e4m3"): {**SGLANG_32K, "kv_cache_dtype": "fp8"},
-    ("sglang", "attention nsa fa3+fa3"): SGLANG_BEST,
-    ("sglang", "attention nsa flashmla_sparse+flashmla_kv"): {
-        **SGLANG_32K,
-        "attention_backend": "nsa",
-        "prefill_attention_backend": "flashmla_sparse",
-        "decode_attention_backend": "flashmla_kv",
-    },
-    ("sglang", "optimized (other workloads)"): SGLANG_BEST,
-    ("trtllm", "baseline"): TRTLLM,
-    ("trtllm", "TP+EP"): {**TRTLLM, "ep": 8, "pp": 1},
-    ("trtllm", "DeepGEMM off"): {**TRTLLM, "ep": 8, "pp": 1, "deep_gemm": False},
-}
+from autotune.testing.seedset import SEED_CONFIGS, SEED_RESULTS
 
 # Other spellings SGLang's argparse accepts for the same option (its docs launch with `--dp 2`; `--model` is an alias
 # of `--model-path`). The seed used both spellings; autotune always renders the canonical one.
@@ -70,7 +18,7 @@ FLAG_ALIASES = {"sglang": {"--dp": "--dp-size", "--tp": "--tp-size", "--model": 
 
 
 def seed_rows() -> list[dict]:
-    with open(DATA / "seed-results.csv", newline="") as f:
+    with SEED_RESULTS.open(newline="") as f:
         return list(csv.DictReader(f))
 
 

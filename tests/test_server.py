@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from autotune.bench import scripted
 from autotune.engines.base import LaunchSpec
 from autotune.engines.readiness import lists_model
 from autotune.errors import AutotuneError
@@ -21,6 +20,7 @@ from autotune.server import (
     group_alive,
     wait_gpus_released,
 )
+from autotune.testing import scripted
 
 SLEEPER = LaunchSpec((sys.executable, "-c", "import time; time.sleep(120)"))
 
@@ -46,7 +46,7 @@ def test_an_orphan_answering_on_our_port_is_not_taken_for_ours(tmp_path) -> None
 def test_our_engine_failing_to_bind_while_an_orphan_answers_is_a_crash(tmp_path) -> None:
     port = free_port()
     # the port is taken between our check and the engine's bind: the engine exits while the orphan answers
-    late = LaunchSpec(("sh", "-c", f"sleep 2; exec {sys.executable} -m autotune.bench.scripted --port {port}"))
+    late = LaunchSpec(("sh", "-c", f"sleep 2; exec {sys.executable} -m autotune.testing.scripted --port {port}"))
     with (
         ServerProcess(late, tmp_path / "ours", port, lists_model("/health", "scripted")) as ours,
         scripted.serving(tmp_path / "orphan", port=port),

@@ -18,7 +18,7 @@ from autotune.errors import FailureKind, UnsupportedConfig
 from autotune.launch import Launch, LaunchFailed
 from autotune.space import Workload
 
-SCRIPTED = [sys.executable, "-m", "autotune.bench.scripted"]
+SCRIPTED = [sys.executable, "-m", "autotune.testing.scripted"]
 PROMPTS = Workload(dataset="jsonl", path=str(Path(__file__).parent / "study" / "prompts.jsonl"), output_len=4,
                    num_prompts=6)  # fmt: skip
 ONE_GPU = Hardware(gpus=1, gpu_memory_gb=141, gpu="H200")

@@ -25,13 +25,12 @@ from autotune.ranking import best_trial, feasible
 from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
 from autotune.settings import Settings
 from autotune.spacefile import find_space, load_space
-from autotune.study import RunOptions, open_storage, prepare_study
+from autotune.study import DEFAULT_TRIALS, RunOptions, open_storage, prepare_study
 from autotune.text import shorten
 from autotune.workers import concurrent_trials, run_node, run_trials
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"
-DEFAULT_TRIALS = 8
 _REASON_WIDTH = 160  # characters of a failure reason on a trial's line
 
 

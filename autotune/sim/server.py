@@ -13,7 +13,7 @@ import json
 import logging
 from functools import lru_cache
 
-from autotune.bench.scripted import HttpConnection, sse_event
+from autotune.sim.http_server import HttpConnection, sse_event
 from autotune.sim.scheduler import Scheduler, SimRequest, StepModel, TokenEvent
 from autotune.sim.words import count_tokens
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The 738M-parameter random Llama (hidden 2048, 16 layers, 16 heads, vocab 8192) and its tokenizer, made offline in
-# ~10 s with scripts/vllm_cpu/make_tiny.py scaled up: the model of autotune/spaces/transformers-h200.yaml.
+# ~10 s with scripts/vllm_cpu/make_tiny.py scaled up: the model of search_spaces/transformers-h200.yaml.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-.gpu/llama-738m}

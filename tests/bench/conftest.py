@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from autotune.bench import scripted
 from autotune.server import ServerProcess, group_alive
+from autotune.testing import scripted
 
 
 @pytest.fixture

@@ -118,7 +118,7 @@ def _space(tmp_path: Path) -> Path:
                        params={"max_num_seqs": {"choices": [1, 2, 4, 8, 16, 32], "default": 2},
                                "dtype": {"choices": ["float32", "bfloat16"], "default": "float32"}})  # fmt: skip
     space = yaml.safe_load(path.read_text())
-    space["engines"]["vllm"]["executable"] = [sys.executable, "-m", "autotune.bench.scripted"]
+    space["engines"]["vllm"]["executable"] = [sys.executable, "-m", "autotune.testing.scripted"]
     path.write_text(yaml.safe_dump(space))
     return path
 

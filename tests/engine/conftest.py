@@ -6,9 +6,8 @@ from pathlib import Path
 import pytest
 
 from autotune.launch import Launch
-from autotune.objective import anchored_paths, engine_for
 from autotune.server import group_alive
-from autotune.spacefile import load_space
+from autotune.testing.vllm_cpu import tiny_launch
 from tests.conftest import REPO
 
 VLLM_CPU = REPO / ".engines" / "vllm-cpu"
@@ -22,15 +21,6 @@ def vllm_cpu_python() -> Path:
             f"vLLM-CPU is not installed in {VLLM_CPU} (run scripts/setup-vllm-cpu.sh; it needs torch 2.13.0+cpu)"
         )
     return VLLM_CPU / "venv" / "bin" / "python"
-
-
-def tiny_launch(workdir: Path, **knobs: object) -> Launch:
-    """Real vLLM on CPU serving a configuration of vllm-cpu-tiny.yaml, through autotune's own launch path."""
-    space = load_space(REPO / "autotune" / "spaces" / "vllm-cpu-tiny.yaml")
-    config = space.default_point("vllm").server
-    env = {**config.env, "VLLM_CACHE_ROOT": str(workdir / "vllm-cache")}
-    config = anchored_paths(config.model_copy(update={**knobs, "env": env}))
-    return Launch(engine_for(space, "vllm"), config, workdir)
 
 
 @pytest.fixture(scope="module")

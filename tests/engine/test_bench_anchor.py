@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from autotune.bench import scripted
+from autotune.testing import scripted
 from tests.conftest import REPO
 from tests.engine.conftest import VLLM_CPU
 

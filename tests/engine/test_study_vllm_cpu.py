@@ -1,4 +1,4 @@
-"""A real study on vLLM-CPU (autotune/spaces/vllm-cpu-tiny.yaml): launches, crashes learned, best exported and runnable."""
+"""A real study on vLLM-CPU (search_spaces/vllm-cpu-tiny.yaml): launches, crashes learned, best exported and runnable."""
 
 from __future__ import annotations
 

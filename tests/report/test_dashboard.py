@@ -14,7 +14,7 @@ import optuna
 import pytest
 
 from autotune.study import default_storage
-from tests.browser import chromium_page, dashboard_server
+from autotune.testing.browser import chromium_page, dashboard_server
 from tests.conftest import REPO
 from tests.study.outcome_study import CRASH_LINE, NAME, outcome_study
 

@@ -13,7 +13,7 @@ import pytest
 from autotune.ranking import best_trial, feasible
 from autotune.report import baseline_rows, cost_line, figures, gain_column, pareto_front, trials_frame
 from autotune.study import default_storage
-from tests.browser import chromium_page
+from autotune.testing.browser import chromium_page
 from tests.study.conftest import autotune, show
 
 FIGURES = ("Optimization history", "Throughput per GPU vs interactivity", "Throughput per GPU vs TTFT",

@@ -10,7 +10,7 @@ from autotune.errors import FailureKind
 from autotune.sim.aiconfig import AiconfiguratorModel
 from autotune.sim.analytic import StartupFailure
 from autotune.space import Workload
-from tests.sim.conftest import H200X8, V32
+from autotune.testing.sim import H200X8, V32
 
 pytest.importorskip("aiconfigurator", reason="needs the aiconfigurator extra: pip install 'autotune[aiconfigurator]'")
 WORKLOAD = Workload(dataset="random", input_len=4000, output_len=200, num_prompts=64, max_concurrency=64)

@@ -14,8 +14,8 @@ from autotune.sim.analytic import StartupFailure, analytic_profile
 from autotune.sim.direct import direct_benchmark
 from autotune.sim.words import word_tokenizer
 from autotune.space import Workload
-from tests.sim.conftest import H200X8, V32
-from tests.sim.seedset import sharegpt_runs, simulated_total
+from autotune.testing.seedset import sharegpt_runs, simulated_total
+from autotune.testing.sim import H200X8, V32
 
 VLLM_TP8 = ServerConfig(engine="vllm", model=V32, tp=8)
 

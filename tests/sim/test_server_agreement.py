@@ -14,7 +14,7 @@ from autotune.bench.datasets import build_requests
 from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
 from autotune.space import Workload
-from tests.sim.conftest import V32, sim_server, simulated
+from autotune.testing.sim import V32, sim_server, simulated
 
 COUNTED = ("completed", "failed", "total_input_tokens", "total_output_tokens")
 

@@ -10,10 +10,10 @@ import yaml
 
 from autotune.engines import get_engine
 from autotune.spacefile import load_space
-from tests.conftest import REPO
+from tests.conftest import REPO, SPACES
 from tests.study.conftest import autotune, show
 
-QUICKSTART = REPO / "autotune" / "spaces" / "quickstart.yaml"
+QUICKSTART = SPACES / "quickstart.yaml"
 
 
 def direct_space(tmp_path, **simulate) -> str:

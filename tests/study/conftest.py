@@ -14,7 +14,7 @@ import yaml
 from tests.conftest import REPO
 
 SCRIPTED_SPACE = Path(__file__).parent / "scripted.yaml"
-ENGINE = f"{sys.executable} -m autotune.bench.scripted"
+ENGINE = f"{sys.executable} -m autotune.testing.scripted"
 
 
 def write_space(tmp_path: Path, env: dict | None = None, **changes) -> Path:

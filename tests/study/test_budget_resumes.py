@@ -7,29 +7,18 @@ computed in-process in about 0.1 s, no server), so a few seconds run trials with
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import REPO
+from autotune.testing.spaces import direct_quickstart
 from tests.study.conftest import autotune, show
 from tests.study.killed_creator import KILL_ENV
 
 HUGE = 10_000_000_000
 
 
-def direct_quickstart(tmp_path: Path) -> Path:
-    space = yaml.safe_load((REPO / "autotune" / "spaces" / "quickstart.yaml").read_text())
-    space["simulate"] = {"mode": "direct", "performance_model": "analytic"}
-    space["workload"]["num_prompts"] = 50
-    path = tmp_path / "space.yaml"
-    path.write_text(yaml.safe_dump(space))
-    return path
-
-
 def test_a_huge_budget_starts_trials_at_once_and_stops_at_the_timeout(tmp_path, studies) -> None:
-    space = direct_quickstart(tmp_path)
+    space = direct_quickstart(tmp_path, num_prompts=50)
     # the old slots (one WAITING trial per launch bought, made before the first trial) never got this far
     done = autotune("study", "run", str(space), "--study", "huge", "--n-trials", str(HUGE), "--timeout", "3",
                     "--seed", "1", studies=studies, timeout=240)  # fmt: skip
@@ -49,7 +38,7 @@ def test_a_huge_budget_starts_trials_at_once_and_stops_at_the_timeout(tmp_path, 
 
 
 def test_more_adds_a_huge_number_of_launches_to_a_study(tmp_path, studies) -> None:
-    space = direct_quickstart(tmp_path)
+    space = direct_quickstart(tmp_path, num_prompts=50)
     first = autotune("study", "run", str(space), "--study", "more", "--n-trials", "2", "--seed", "1", studies=studies)
     assert first.returncode == 0, first.stderr
     more = autotune("study", "run", str(space), "--study", "more", "--more", str(HUGE), "--timeout", "1",
@@ -63,7 +52,7 @@ def test_a_study_whose_creator_was_killed_during_set_up_resumes(tmp_path, studie
     # the quickstart study's writes to the storage: 1 the study, 2 its metric names, 3-7 its description (the
     # space's digest last), 8-10 its three baselines queued, 11 the mark that they were, 12 its budget; then the first
     # trial: 13 its heartbeat (still WAITING), 14 RUNNING (killed before 15: a running trial of a dead worker)
-    space = direct_quickstart(tmp_path)
+    space = direct_quickstart(tmp_path, num_prompts=50)
     argv = ("study", "run", str(space), "--study", "s", "--n-trials", "4", "--seed", "1")
     killed = autotune(*argv, studies=studies, env_extra={KILL_ENV: str(killed_before)}, timeout=240,
                       module="tests.study.killed_creator")  # fmt: skip

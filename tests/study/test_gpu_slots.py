@@ -104,7 +104,7 @@ def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_r
     finally:  # whatever failed above: no engine of this test outlives it
         for pid in launches(record) if record.exists() else ():
             with contextlib.suppress(OSError):
-                if b"autotune.bench.scripted" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if b"autotune.testing.scripted" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     os.killpg(pid, signal.SIGKILL)
 
 

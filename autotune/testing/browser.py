@@ -1,5 +1,6 @@
 """Headless Chromium (Debian's package) driven by Playwright, for tests that must see a page as a user does, and
-`autotune dashboard` served for it (also used by scripts/screenshots.py, hence without pytest)."""
+`autotune dashboard` served for it (also used by scripts/screenshots.py: ``dashboard_server`` needs no pytest;
+``chromium_page`` skips the calling test where Playwright or Chromium is missing)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+import autotune
 
-REPO = Path(__file__).resolve().parent.parent
+# the directory that holds the autotune package: `python -m autotune` started there imports this very copy
+PACKAGE_ROOT = Path(autotune.__file__).resolve().parent.parent
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @contextlib.contextmanager
 def chromium_page() -> Iterator[tuple[object, list[str]]]:
-    """A fresh page and the list its console errors and uncaught exceptions are collected in."""
+    """A fresh page and the list its console errors and uncaught exceptions are collected in (for a pytest test)."""
+    import pytest  # only a test asks for a page; the dashboard server below is used without pytest too
+
     playwright_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
     if not shutil.which(CHROMIUM):
         pytest.skip("needs Debian's chromium (apt-get install chromium; .ci/run installs it)")
@@ -54,7 +58,7 @@ def dashboard_server(studies_dir: Path, study: str, timeout_s: float = 60.0) -> 
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies_dir)}
     with tempfile.TemporaryFile() as output:  # a file, not a pipe: a chatty server never blocks on a full pipe
         process = subprocess.Popen([sys.executable, "-m", "autotune", "dashboard", "--study", study, "--port", str(port)],
-                                   cwd=REPO, env=env, start_new_session=True, stdout=output,
+                                   cwd=PACKAGE_ROOT, env=env, start_new_session=True, stdout=output,
                                    stderr=subprocess.STDOUT)  # fmt: skip
         try:
             deadline = time.monotonic() + timeout_s

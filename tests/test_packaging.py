@@ -1,0 +1,100 @@
+"""The shipped spaces live in search_spaces/ at the top of the checkout and are package data: an install outside the
+checkout, non-editable or editable, lists them by name and runs the quickstart (the README's first command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import pytest
+from setuptools import find_packages
+
+from tests.conftest import REPO
+
+SHIPPED = sorted(path.stem for path in (REPO / "search_spaces").glob("*.yaml"))
+
+
+def test_every_subpackage_is_listed_in_pyproject() -> None:
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = find_packages(where=str(REPO), include=["autotune", "autotune.*"])
+    assert sorted(listed) == sorted([*found, "autotune.search_spaces"])
+
+
+def _checkout_copy(target: Path) -> Path:
+    """What an install of this checkout reads (pip builds in the source tree: the checkout itself stays clean)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("autotune", "search_spaces"):
+        shutil.copytree(REPO / folder, target / folder, ignore=ignore)
+    for file in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / file, target / file)
+    return target
+
+
+def _venv(path: Path) -> Path:
+    """A fresh venv that sees this interpreter's packages (autotune's dependencies, setuptools) but not its autotune:
+    a venv made from a venv inherits only the base interpreter's, so this one's site-packages are listed in a .pth
+    (whose own .pth files, an editable autotune among them, are not run)."""
+    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path)],
+                          capture_output=True, text=True)  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a venv here: {made.stderr.strip()[-300:]}")
+    python = path / "bin" / "python"
+    if sys.prefix != sys.base_prefix:
+        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                 capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        ours = [p for p in {*site.getsitepackages(), sysconfig.get_path("purelib")} if Path(p).is_dir()]
+        (Path(purelib) / "parent-venv.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    return python
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _install(python: Path, source: Path, cwd: Path, env: dict[str, str], *, editable: bool) -> None:
+    argv = [str(python), "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "--ignore-installed",
+            "--disable-pip-version-check", "--quiet", *(["-e"] if editable else []), str(source)]  # fmt: skip
+    done = _run(argv, cwd, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _lists_the_shipped_spaces(venv: Path, cwd: Path, env: dict[str, str], spaces: Path) -> None:
+    done = _run([str(venv / "bin" / "autotune"), "space", "list", "--json"], cwd, env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [row["name"] for row in rows] == SHIPPED
+    assert {Path(row["path"]).parent for row in rows} == {spaces}
+
+
+@pytest.mark.slow
+def test_an_install_outside_the_checkout_lists_the_spaces_and_runs_the_quickstart(tmp_path) -> None:
+    source = _checkout_copy(tmp_path / "source")
+    python = _venv(tmp_path / "venv")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOTUNE_STORAGE")}
+    env |= {"AUTOTUNE_STUDIES_DIR": str(elsewhere / "studies"), "PIP_NO_INPUT": "1"}
+    where = [str(python), "-c", "import autotune, autotune.spacefile as f; print(autotune.__file__, f.SHIPPED_SPACES)"]
+
+    _install(python, source, elsewhere, env, editable=False)
+    package, spaces = _run(where, elsewhere, env).stdout.split()
+    assert Path(package).is_relative_to(tmp_path / "venv"), package  # the installed copy, not a checkout
+    assert Path(spaces) == Path(package).parent / "search_spaces"
+    _lists_the_shipped_spaces(tmp_path / "venv", elsewhere, env, Path(spaces))
+    # the README's first command, `autotune study run`: the quickstart, a simulated study (2 launches here)
+    done = _run([str(tmp_path / "venv" / "bin" / "autotune"), "study", "run", "--n-trials", "2", "--seed", "1"],
+                elsewhere, env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (elsewhere / "studies" / "quickstart.db").exists()
+
+    _install(python, source, elsewhere, env, editable=True)
+    package, spaces = _run(where, elsewhere, env).stdout.split()
+    assert Path(package) == source / "autotune" / "__init__.py" and Path(spaces) == source / "search_spaces"
+    _lists_the_shipped_spaces(tmp_path / "venv", elsewhere, env, source / "search_spaces")
