@@ -3,17 +3,17 @@ checkout, non-editable or editable, lists them by name and runs the quickstart (
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
-import site
 import subprocess
 import sys
-import sysconfig
 import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from setuptools import find_packages
 
 from tests.conftest import REPO
@@ -38,20 +38,30 @@ def _checkout_copy(target: Path) -> Path:
 
 
 def _venv(path: Path) -> Path:
-    """A fresh venv that sees this interpreter's packages (autotune's dependencies, setuptools) but not its autotune:
-    a venv made from a venv inherits only the base interpreter's, so this one's site-packages are listed in a .pth
-    (whose own .pth files, an editable autotune among them, are not run)."""
-    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path)],
+    """A fresh venv that sees this interpreter's packages (autotune's dependencies, setuptools, pip) but not its
+    autotune: a venv made from a venv inherits only the base interpreter's, so this one's site directories are listed
+    in a .pth (whose own .pth files, an editable autotune's among them, are not run). No pip of its own: Python's
+    bundled one would bring a setuptools too old to build wheels ahead of ours."""
+    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
                           capture_output=True, text=True)  # fmt: skip
     if made.returncode != 0:
         pytest.skip(f"cannot make a venv here: {made.stderr.strip()[-300:]}")
     python = path / "bin" / "python"
-    if sys.prefix != sys.base_prefix:
-        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                 capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-        ours = [p for p in {*site.getsitepackages(), sysconfig.get_path("purelib")} if Path(p).is_dir()]
-        (Path(purelib) / "parent-venv.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = [entry for entry in sys.path if entry.endswith(("site-packages", "dist-packages")) and Path(entry).is_dir()]
+    (Path(purelib) / "parent-site.pth").write_text("".join(f"{entry}\n" for entry in ours))
     return python
+
+
+def _cannot_build_wheels() -> str | None:
+    """Why pip cannot build this checkout's wheel offline here (without build isolation), else None."""
+    import setuptools
+
+    if Version(setuptools.__version__) >= Version("70.1") or importlib.util.find_spec("wheel"):
+        return None
+    return (f"setuptools {setuptools.__version__} builds no wheel without the `wheel` package "
+            "(the dev extra installs setuptools>=70.1)")  # fmt: skip
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -75,26 +85,31 @@ def _lists_the_shipped_spaces(venv: Path, cwd: Path, env: dict[str, str], spaces
 
 @pytest.mark.slow
 def test_an_install_outside_the_checkout_lists_the_spaces_and_runs_the_quickstart(tmp_path) -> None:
+    if reason := _cannot_build_wheels():
+        pytest.skip(reason)
     source = _checkout_copy(tmp_path / "source")
-    python = _venv(tmp_path / "venv")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOTUNE_STORAGE")}
     env |= {"AUTOTUNE_STUDIES_DIR": str(elsewhere / "studies"), "PIP_NO_INPUT": "1"}
-    where = [str(python), "-c", "import autotune, autotune.spacefile as f; print(autotune.__file__, f.SHIPPED_SPACES)"]
+    where = ["-c", "import autotune, autotune.spacefile as f; print(autotune.__file__, f.SHIPPED_SPACES)"]
 
+    installed = tmp_path / "installed"
+    python = _venv(installed)
     _install(python, source, elsewhere, env, editable=False)
-    package, spaces = _run(where, elsewhere, env).stdout.split()
-    assert Path(package).is_relative_to(tmp_path / "venv"), package  # the installed copy, not a checkout
+    package, spaces = _run([str(python), *where], elsewhere, env).stdout.split()
+    assert Path(package).is_relative_to(installed), package  # the installed copy, not a checkout
     assert Path(spaces) == Path(package).parent / "search_spaces"
-    _lists_the_shipped_spaces(tmp_path / "venv", elsewhere, env, Path(spaces))
+    _lists_the_shipped_spaces(installed, elsewhere, env, Path(spaces))
     # the README's first command, `autotune study run`: the quickstart, a simulated study (2 launches here)
-    done = _run([str(tmp_path / "venv" / "bin" / "autotune"), "study", "run", "--n-trials", "2", "--seed", "1"],
+    done = _run([str(installed / "bin" / "autotune"), "study", "run", "--n-trials", "2", "--seed", "1"],
                 elsewhere, env, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert (elsewhere / "studies" / "quickstart.db").exists()
 
+    editable = tmp_path / "editable"
+    python = _venv(editable)
     _install(python, source, elsewhere, env, editable=True)
-    package, spaces = _run(where, elsewhere, env).stdout.split()
+    package, spaces = _run([str(python), *where], elsewhere, env).stdout.split()
     assert Path(package) == source / "autotune" / "__init__.py" and Path(spaces) == source / "search_spaces"
-    _lists_the_shipped_spaces(tmp_path / "venv", elsewhere, env, source / "search_spaces")
+    _lists_the_shipped_spaces(editable, elsewhere, env, source / "search_spaces")
