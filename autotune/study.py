@@ -36,11 +36,12 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
 from autotune import budget, names, stopping, study_setup, trial_queue
+from autotune.backends import engine_for
 from autotune.engines import Engine
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
-from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
+from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment
 from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
 from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
 from autotune.server import check_executable

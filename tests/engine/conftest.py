@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.launch import Launch
-from autotune.objective import anchored_paths, engine_for
+from autotune.backends import anchored_paths, engine_for
 from autotune.server import group_alive
+from autotune.serving import Launch
 from autotune.spacefile import load_space
 from tests.conftest import REPO
 
