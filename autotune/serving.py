@@ -33,21 +33,32 @@ from autotune.space import Workload
 
 
 class Serving(Protocol):
-    """A configuration being served: entered, it starts; exited, it stops (and nothing of it is left running).
+    """A configuration being served: entered, it starts; exited, it stops (and nothing of it is left running)."""
 
-    Attributes:
-        spec: what serves the configuration (the engine's command, or the simulator's).
-        command: the engine's own command for the configuration: what a user runs once the study is done.
-        port: where it serves.
-        pgid: its process group while it runs (what a worker that finds the trial stale must kill); None: no process.
-        log_path: its log (it may never be written: the simulator in process has none).
-    """
+    @property
+    def spec(self) -> LaunchSpec:
+        """What serves the configuration (the engine's command, or the simulator's)."""
+        ...
 
-    spec: LaunchSpec
-    command: LaunchSpec
-    port: int
-    pgid: int | None
-    log_path: Path
+    @property
+    def command(self) -> LaunchSpec:
+        """The engine's own command for the configuration: what a user runs once the study is done."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """Where it serves."""
+        ...
+
+    @property
+    def pgid(self) -> int | None:
+        """Its process group while it runs (what a worker that finds the trial stale must kill); None: no process."""
+        ...
+
+    @property
+    def log_path(self) -> Path:
+        """Its log (never written by the simulator in process)."""
+        ...
 
     def __enter__(self) -> Serving: ...
 
