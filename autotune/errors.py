@@ -7,9 +7,18 @@ exit code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead:
     ├── UsageError                exit 2: the user's input is wrong (bad flag value, unknown knob, unknown engine)
     │   └── SpaceError            exit 2: a search-space file is invalid; names the file, the key path and the fix
     ├── UnsupportedConfig         exit 1: a configuration breaks a static rule of its engine (names the rule)
-    └── EngineNotInstalled        exit 1: the engine cannot start on this machine for any configuration (names the fix)
+    ├── EngineNotInstalled        exit 1: the engine cannot start on this machine for any configuration (names the fix)
+    ├── LaunchFailed              a served configuration produced no measurement: its FailureKind, the engine's words
+    │                             and its log's end (autotune.serving; the trial records it, never the CLI)
+    ├── ServerCrashed             the engine's process exited (or its log says it failed), with exit code and log tail
+    ├── ServerStartTimeout        the engine's process did not become ready in time (it was killed)
+    ├── StartupFailure            the simulator's model would not start a configuration: its FailureKind, the real
+    │                             engine's message (the simulated launch turns it into LaunchFailed)
+    └── HttpStreamError           one benchmark request failed (``error_type``: http_503, timeout, ...); the client
+                                  records it in the request's result, it never ends a benchmark
 
-``FailureKind`` is the taxonomy of why a server launch did not produce a measurement.
+``ServerCrashed`` and ``ServerStartTimeout`` come from ``autotune.server.ServerProcess``; a launch turns them into
+``LaunchFailed``. ``FailureKind`` is the taxonomy of why a server launch did not produce a measurement.
 """
 
 from __future__ import annotations
@@ -66,6 +75,45 @@ class EngineNotInstalled(AutotuneError):
     """The engine's command cannot start here, whatever the configuration: its program or its Python package is
     missing (``No module named 'sglang'``, ``command not found``, ``exec format error``). A problem of the machine,
     not of a configuration: a study stops rather than record it against the configuration it tried."""
+
+
+class LaunchFailed(AutotuneError):
+    """The configuration did not serve a benchmark: ``kind`` says how, ``reason`` in the engine's words, ``evidence``
+    the end of its log (what learned rules read)."""
+
+    def __init__(self, kind: FailureKind, reason: str, evidence: str = "") -> None:
+        self.kind, self.reason, self.evidence = kind, reason, evidence or reason
+        super().__init__(f"{kind.value}: {reason}")
+
+
+class ServerCrashed(AutotuneError):
+    """The engine exited before it was ready (or while serving), or its log says it failed (``returncode`` None)."""
+
+    def __init__(self, returncode: int | None, log_tail: str) -> None:
+        self.returncode, self.log_tail = returncode, log_tail
+        last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
+        what = "engine failed while running" if returncode is None else f"engine exited with code {returncode}"
+        super().__init__(f"{what}: {shorten(last, 200)}")
+
+
+class ServerStartTimeout(AutotuneError):
+    """The engine did not become ready in time (it was killed)."""
+
+
+class StartupFailure(AutotuneError):
+    """The simulated engine cannot start this configuration; the message is the real engine's."""
+
+    def __init__(self, kind: FailureKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class HttpStreamError(AutotuneError):
+    """A request failed; ``error_type`` is what the benchmark records (``http_503``, ``connection_reset``, ...)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
 
 
 class FailureKind(StrEnum):

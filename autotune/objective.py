@@ -35,17 +35,17 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
 from autotune import learning, refine, stopping
+from autotune.backends import anchored_paths, serving_backend
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
-from autotune.engines import Engine, get_engine
-from autotune.errors import EngineNotInstalled, FailureKind, UnsupportedConfig
+from autotune.engines import Engine
+from autotune.errors import EngineNotInstalled, FailureKind, LaunchFailed, UnsupportedConfig
 from autotune.export import public_config, shell_script
 from autotune.gpus import GpuPool
-from autotune.launch import LaunchFailed, launch_for, with_inherited_key
 from autotune.orphans import ENGINE_ATTR, EngineProcess
 from autotune.ranking import best_of
 from autotune.redact import redact_spec
-from autotune.sim.engine import SimulatedEngine
+from autotune.serving import Backend, Serving
 from autotune.space import Point, SearchSpace
 from autotune.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.sweep import MAX_VIOLATION, LoadResult, LoadSweep
@@ -79,27 +79,6 @@ def config_key(point: Point) -> str:
     """A digest of what a trial launches (its loads are swept), to find exact duplicates without storing secrets."""
     payload = json.dumps(point.server.model_dump(mode="json"), sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def _anchored(value: str) -> str:
-    """A relative path that exists here, made absolute: the engine runs in the trial's directory, not ours."""
-    path = Path(value)
-    # absolute(), not resolve(): a virtual environment's python must keep its own path, not its symlink's target
-    return str(path.absolute()) if not path.is_absolute() and path.exists() else value
-
-
-def engine_for(space: SearchSpace, name: str, executables: dict[str, list[str]] | None = None) -> Engine:
-    """The adapter that runs ``name``'s trials of ``space``: the engine itself, or the simulator standing in for it."""
-    executable = (executables or {}).get(name) or space.engines[name].executable
-    engine = get_engine(name, [_anchored(part) for part in executable] if executable else None)
-    if space.simulate is not None:
-        return SimulatedEngine(engine, space.simulate, space.hardware)
-    return engine
-
-
-def anchored_paths(config: ServerConfig) -> ServerConfig:
-    """``config`` with its relative model and chat-template paths made absolute (the engine runs elsewhere)."""
-    return config.model_copy(update={k: _anchored(v) for k in ("model", "chat_template") if (v := getattr(config, k))})
 
 
 @dataclass(frozen=True)
@@ -148,7 +127,8 @@ class Objective:
         previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
-        engine = self._engine(config.engine)
+        backend = self._backend(config.engine)
+        engine = backend.engine
         try:
             engine.check(config, self.space.hardware)
         except UnsupportedConfig as exc:
@@ -159,7 +139,7 @@ class Objective:
             rejection, cap = self._ruled_out(trial, config)
             if rejection is not None:
                 return self._infeasible(trial, FailureKind.REJECTED, rejection)
-        if isinstance(engine, SimulatedEngine):
+        if self.space.simulate is not None:
             trial.set_user_attr("simulated", self.space.simulate.model_dump())
         pool, needed = self.env.gpus, engine.gpus_used(config)
         if pool is not None and needed > len(pool.gpus):
@@ -173,10 +153,10 @@ class Objective:
         with lease as gpus:
             if gpus is not None:
                 trial.set_user_attr("gpus", list(gpus))
-            return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), engine, cap, gpus)
+            return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), backend, cap, gpus)
 
-    def _engine(self, name: str) -> Engine:
-        return engine_for(self.space, name, self.env.executables)
+    def _backend(self, name: str) -> Backend:
+        return serving_backend(self.space, name, self.env.executables)
 
     def _ruled_out(self, trial: optuna.Trial, config: ServerConfig) -> tuple[str | None, int | None]:
         """(why an earlier failure already rules this configuration out, or None; the load index it runs out of
@@ -274,12 +254,13 @@ class Objective:
         return None if neighbour is None else refine.Neighbour(neighbour, incumbent.number)
 
     # -- a launch and its sweep ---------------------------------------------------------------------------------
-    def _launch_and_sweep(self, trial: optuna.Trial, point: Point, engine: Engine, cap: int | None,
+    def _launch_and_sweep(self, trial: optuna.Trial, point: Point, backend: Backend, cap: int | None,
                           gpus: tuple[str, ...] | None) -> list[float]:  # fmt: skip
-        config = point.server
+        config, engine = point.server, backend.engine
         workdir = self.env.study_dir / "trials" / str(trial.number)
-        launch = launch_for(engine, config, workdir, self.space.stall_timeout_s, self.space.workload.headers, gpus)
-        command = with_inherited_key(engine, engine.command_spec(config, port=launch.port))
+        launch = backend.serve(config, workdir, stall_timeout_s=self.space.stall_timeout_s,
+                               headers=self.space.workload.headers, gpus=gpus)  # fmt: skip
+        command = launch.command
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:
             trial.set_user_attr("served_by", redact_spec(launch.spec))
@@ -305,7 +286,7 @@ class Objective:
                 if launch.pgid is not None:
                     trial.set_user_attr("launch_s", round(ready_s, 2))
                 bench_started, served = time.monotonic(), True  # served unless every load fails (below)
-                self._sweep(trial, launch, engine, sweep)
+                self._sweep(trial, launch, sweep)
                 trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
             self._save_results(trial, workdir, sweep)
             if sweep.closest() is None:  # the engine started, but no load was served: it failed at the lightest
@@ -317,7 +298,7 @@ class Objective:
         except LaunchFailed as exc:
             stopping.raise_if_requested()  # an engine killed by the SIGTERM that stops us did not fail
             if exc.kind == FailureKind.NOT_INSTALLED:  # no configuration can start: the study stops, nothing learned
-                raise self._not_installed(trial, engine, exc, launch.log_path) from None
+                raise self._not_installed(trial, backend.launcher, exc, launch.log_path) from None
             self._learn(trial, engine, point.server, exc)
             return self._infeasible(trial, exc.kind, exc.reason)
         finally:
@@ -331,18 +312,19 @@ class Objective:
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),
                                 study_or_trial=trial, mimetype="text/plain")  # fmt: skip
 
-    def _sweep(self, trial: optuna.Trial, launch, engine: Engine, sweep: LoadSweep) -> None:
+    def _sweep(self, trial: optuna.Trial, launch: Serving, sweep: LoadSweep) -> None:
         """Measure the sweep's levels on the running engine, one after another, until the sweep is done."""
         while (index := sweep.next_level()) is not None:
             load = sweep.levels[index]
             self.env.on_status(StatusEvent(Phase.MEASURING, trial.number, index, len(sweep.levels), load))
-            hook = self._progress_hook(trial, engine, level=index if not sweep.measured else None)
+            hook = self._progress_hook(trial, level=index if not sweep.measured else None)
             # the same prompts for every trial and load (each trial starts a fresh server, so no cache carries
             # over between trials): configurations are compared on equal work
             workload = self.space.workload.model_copy(update=load)
             sweep.benchmarks_run += 1
             try:
-                sweep.add(index, LoadResult(load, launch.measure(workload, on_progress=hook)))
+                # the sweep keeps vllm bench's fields as a dict, as the trial's records and benchmark.json store them
+                sweep.add(index, LoadResult(load, launch.measure(workload, on_progress=hook).to_vllm_json()))
             except LoadLost as lost:
                 sweep.add(index, LoadResult(load, lost.metrics, stopped_early=True))
             except LaunchFailed as exc:
@@ -400,11 +382,11 @@ class Objective:
             log.info("trial %d taught the study rule %s", trial.number, rule)
 
     # -- progress, records --------------------------------------------------------------------------------------
-    def _progress_hook(self, trial: optuna.Trial, engine: Engine, level: int | None):
+    def _progress_hook(self, trial: optuna.Trial, level: int | None):
         """Optuna's pruner watches the trial's first benchmark (at ``level``; None for the later ones); every level
         stops once its SLO is clearly lost, unless its requests are failing: such a level ends as a failure (its kind
         from the server log, ``Launch.measure``), not as an SLO miss, so that an out-of-memory load is learned."""
-        prune = self._pruning_hook(trial, engine, level) if level is not None and len(self.metrics) == 1 else None
+        prune = self._pruning_hook(trial, level) if level is not None and len(self.metrics) == 1 else None
 
         def report(progress: Progress) -> None:
             if prune is not None:
@@ -412,13 +394,13 @@ class Objective:
             if _requests_failed(progress):
                 return
             if progress.finished >= _LOST_AFTER * progress.total and progress.finished < progress.total:
-                running = engine.model_time(progress.metrics)
+                running = progress.metrics  # in the engine's own time (the serving backend's business)
                 if any(running.get(m, 0) > _LOST_FACTOR * limit for m, limit in self.slo.items()):
                     raise LoadLost(running)
 
         return report
 
-    def _pruning_hook(self, trial: optuna.Trial, engine: Engine, level: int):
+    def _pruning_hook(self, trial: optuna.Trial, level: int):
         """Each load level has its own range of steps, so the pruner compares a trial only with trials whose first
         benchmark ran at the same load (a lighter load's throughput is no sign of a worse configuration).
 
@@ -431,7 +413,7 @@ class Objective:
         def report(progress: Progress) -> None:
             if _requests_failed(progress):  # the counts are the load's so far: once failed, never judged again
                 return
-            value = engine.model_time(progress.metrics).get(metric)
+            value = progress.metrics.get(metric)
             if value is None:
                 return
             checkpoint = round(progress.finished / progress.total * _CHECKPOINT_STEPS)

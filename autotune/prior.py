@@ -1,7 +1,7 @@
 """The prior: before the first real launch, rank the space's launch configurations with a performance model.
 
-Each configuration that passes the static rules is evaluated in the simulator's direct mode (in-process, no GPU) at
-every load of the space; its predicted value is its best SLO-feasible load's objective. The study enqueues the few
+Each configuration that passes the static rules is evaluated by the simulator in process (no GPU; the backend
+``autotune.backends.prediction_backend`` hands out) at every load of the space; its predicted value is its best SLO-feasible load's objective. The study enqueues the few
 best (``search.prior_trials``, marked ``prior`` in the dashboard) and the sampler takes over from there: the prior
 orders the first launches, it never removes a configuration from the space.
 
@@ -17,19 +17,19 @@ import logging
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from autotune.backends import prediction_backend, simulator_knows_model
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UnsupportedConfig
-from autotune.launch import simulated_requests
-from autotune.sim.analytic import StartupFailure
-from autotune.sim.models import build_model
-from autotune.sim.specs import model_shape
-from autotune.space import SearchSpace, Simulation
+from autotune.serving import Backend, Serving
+from autotune.space import SearchSpace
 
 log = logging.getLogger(__name__)
 PRIOR_PROMPTS = 32  # requests per predicted benchmark: the ranking needs the order, not the last percent
 RANKED_LIMIT = 400  # at most this many configurations are ranked (a random sample beyond): minutes, not hours
+_NO_WORKDIR = Path(".")  # the simulator in process writes nothing
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def prior_model(space: SearchSpace) -> str | None:
         return None if choice == "none" else choice
     simulated_by = space.simulate.performance_model if space.simulate else None
     models = {section.fixed.get("model", space.fixed.get("model")) for section in space.engines.values()}
-    known = all(isinstance(m, str) and model_shape(m) is not None for m in models)
+    known = all(isinstance(m, str) and simulator_knows_model(m) for m in models)
     return "analytic" if space.hardware.gpus > 0 and known and simulated_by != "analytic" else None
 
 
@@ -64,8 +64,8 @@ def rank(space: SearchSpace, model: str) -> list[Ranked]:
 
 
 def _rank(space: SearchSpace, model: str) -> list[Ranked]:
-    simulation = Simulation(performance_model=model, mode="direct")
-    ranked = [Ranked(engine, params, _predict(space, simulation, engine, params))
+    backends = {engine: prediction_backend(space, engine, model) for engine in space.engines}
+    ranked = [Ranked(engine, params, _predict(space, backends[engine], engine, params))
               for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
     sign = 1 if space.objective.metrics[0].direction == "maximize" else -1
     ranked.sort(key=lambda r: (r.predicted is None, -sign * (r.predicted or 0.0)))
@@ -92,31 +92,37 @@ def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
     return passing
 
 
-def _predict(space: SearchSpace, simulation: Simulation, engine: str, params: dict[str, Any]) -> float | None:
+def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str, Any]) -> float | None:
     """The model's best SLO-feasible value over the space's loads, or None (fails to start, or no load meets SLOs).
 
     Loads are evaluated lightest first, up to the first that misses an SLO (latency grows with load)."""
     config = space.point(engine, params).server
-    try:
-        model = build_model(simulation, config, space.hardware)
-    except (StartupFailure, AutotuneError):
-        return None
+    with backend.serve(config, _NO_WORKDIR) as predicted:
+        try:
+            predicted.wait_ready(0.0)
+        except AutotuneError:  # would not start (LaunchFailed), or the model cannot say (a table that is unreadable)
+            return None
+        return _best_load(space, engine, predicted)
+
+
+def _best_load(space: SearchSpace, engine: str, predicted: Serving) -> float | None:
     objective, best = space.objective, None
     for load in space.load_levels(engine):
         workload = space.workload.model_copy(update={**load, "num_prompts": min(space.workload.num_prompts,
                                                                                PRIOR_PROMPTS)})  # fmt: skip
         try:
-            requests = simulated_requests(
-                workload.model_copy(update={"max_concurrency": None, "request_rate": math.inf})
-            )
-            result = model.evaluate(workload, requests, config.api_model_name)
-        except (StartupFailure, AutotuneError, RuntimeError):
+            result = predicted.measure(workload)
+        except (AutotuneError, RuntimeError):
             continue
-        value = result.get(objective.metrics[0].name)
-        if any(result.get(m, math.inf) > limit for m, limit in objective.slo.items()):
+        value = result.metric(objective.metrics[0].name)
+        if any(_or_inf(result.metric(m)) > limit for m, limit in objective.slo.items()):
             break
         if value is None or math.isnan(value):
             continue
         if best is None or (value > best) == (objective.metrics[0].direction == "maximize"):
             best = value
     return best
+
+
+def _or_inf(value: float | None) -> float:
+    return math.inf if value is None else value

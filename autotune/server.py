@@ -28,7 +28,7 @@ import httpx
 
 from autotune.engines.base import Engine, LaunchSpec
 from autotune.engines.readiness import Readiness
-from autotune.errors import AutotuneError, EngineNotInstalled
+from autotune.errors import AutotuneError, EngineNotInstalled, ServerCrashed, ServerStartTimeout
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -39,20 +39,6 @@ _GPU_POLL_S = 0.5
 # how long an engine may take to answer its version command: long enough for vLLM importing torch on a loaded host
 PROOF_TIMEOUT_S = 120.0
 _VERSION = re.compile(r"\d+\.\d+[\w.+-]*")
-
-
-class ServerCrashed(AutotuneError):
-    """The engine exited before it was ready (or while serving), or its log says it failed (``returncode`` None)."""
-
-    def __init__(self, returncode: int | None, log_tail: str) -> None:
-        self.returncode, self.log_tail = returncode, log_tail
-        last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
-        what = "engine failed while running" if returncode is None else f"engine exited with code {returncode}"
-        super().__init__(f"{what}: {shorten(last, 200)}")
-
-
-class ServerStartTimeout(AutotuneError):
-    """The engine did not become ready in time (it was killed)."""
 
 
 def free_port() -> int:

@@ -20,11 +20,12 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from autotune import budget, names, study_setup
+from autotune.backends import engine_for
 from autotune.engines import Engine
 from autotune.errors import AutotuneError
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.locks import budget_lock
-from autotune.objective import Objective, TrialEnvironment, engine_for
+from autotune.objective import Objective, TrialEnvironment
 from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
 from autotune.orphans import end_dead_workers_trials
 from autotune.server import check_executable

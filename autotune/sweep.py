@@ -12,7 +12,7 @@ for one launch and finds its best load there. The levels are the space's loads, 
   So, for a throughput objective, once the remaining levels cannot beat the study's incumbent (or the trial's own
   best), the sweep stops.
 - A level that failed (out of memory at that load, say) is infeasible, as is every heavier one. A level with any
-  failed request is a failed level (``autotune.launch.Launch.measure``), of the kind the server log names, so the
+  failed request is a failed level (``autotune.serving.Launch.measure``), of the kind the server log names, so the
   sweep goes lighter; the pruner never judges it (``autotune.objective``).
 
 The trial's value is its best feasible level's objective; every level measured is kept (``LoadResult.record``).

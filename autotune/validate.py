@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.backends import anchored_paths, serving_backend
+from autotune.bench.results import BenchmarkResult
 from autotune.config import ServerConfig
-from autotune.errors import AutotuneError
-from autotune.launch import LaunchFailed, launch_for
+from autotune.errors import AutotuneError, LaunchFailed
 from autotune.models import resolve_model
-from autotune.objective import anchored_paths, engine_for
 from autotune.space import Objective, SearchSpace, Workload
 
 # The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
@@ -151,14 +151,15 @@ def welch_difference(a: list[float], b: list[float], confidence: float = 0.95) -
 
 
 def measure(space: SearchSpace, contender: Contender, suite: list[NamedWorkload], repeat: int, workdir: Path,
-            on_workload: Callable[[str | None], None] = lambda _: None) -> dict:  # fmt: skip
+            on_workload: Callable[[str | None], None] = lambda _: None) -> dict[str, BenchmarkResult]:  # fmt: skip
     """One launch of the contender's configuration (or one in-process simulation), every workload of the suite at
     the contender's load: results by workload. ``on_workload`` hears None before the launch, then each workload's
     name before it is measured."""
-    engine = engine_for(space, contender.config.engine)
+    backend = serving_backend(space, contender.config.engine)
     config = anchored_paths(contender.config)
     on_workload(None)
-    with launch_for(engine, config, workdir, space.stall_timeout_s, space.workload.headers) as launch:
+    serving = backend.serve(config, workdir, stall_timeout_s=space.stall_timeout_s, headers=space.workload.headers)
+    with serving as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)
             results = {}
@@ -181,7 +182,7 @@ def validate(space: SearchSpace, reference: Contender, candidates: dict[str, Con
     contenders = {"reference": reference, **candidates}
     total = repeats * len(contenders) * len(suite)
     position = {named.name: i for i, named in enumerate(suite)}
-    samples: dict[tuple[str, str], list[dict]] = {}
+    samples: dict[tuple[str, str], list[BenchmarkResult]] = {}
     for repeat in range(repeats):
         for index, (label, contender) in enumerate(contenders.items()):
             before = (repeat * len(contenders) + index) * len(suite)  # measurements finished before this launch
@@ -197,22 +198,22 @@ def validate(space: SearchSpace, reference: Contender, candidates: dict[str, Con
             for label in candidates for nw in suite]  # fmt: skip
 
 
-def _row(candidate: str, workload: str, reference: list[dict], measured: list[dict], confidence: float,
-         objective: Objective) -> dict:  # fmt: skip
+def _row(candidate: str, workload: str, reference: list[BenchmarkResult], measured: list[BenchmarkResult],
+         confidence: float, objective: Objective) -> dict:  # fmt: skip
     metric = objective.metrics[0]
     row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference), "confidence": confidence,
                  "metric": metric.name, "direction": metric.direction, "slo": dict(objective.slo)}  # fmt: skip
     shown = dict.fromkeys((*METRICS, metric.name, *objective.slo))
     for label, results in (("reference", reference), ("candidate", measured)):
         for name in shown:
-            values = [r[name] for r in results if r.get("completed") and r.get(name) is not None]
+            values = [r.metric(name) for r in results if r.completed and r.metric(name) is not None]
             mean, half = mean_interval(values, confidence) if values else (math.nan, math.inf)
             row[f"{label}_{name}"], row[f"{label}_{name}_ci"] = mean, half
-        row[f"{label}_failed"] = sum(r.get("failed", 0) for r in results)
+        row[f"{label}_failed"] = sum(r.failed or 0 for r in results)
         row[f"{label}_slo_misses"] = slo_misses({m: row[f"{label}_{m}"] for m in objective.slo}, objective.slo)
     row["slo_met"] = not (row["reference_slo_misses"] or row["candidate_slo_misses"])
-    a = [r.get(metric.name, math.nan) for r in reference]
-    b = [r.get(metric.name, math.nan) for r in measured]
+    a = [_or_nan(r.metric(metric.name)) for r in reference]
+    b = [_or_nan(r.metric(metric.name)) for r in measured]
     row["reference_samples"], row["candidate_samples"] = a, b  # the metric of each repeat: the evidence itself
     diff, half = welch_difference(a, b, confidence)
     base = statistics.fmean(a)
@@ -220,3 +221,7 @@ def _row(candidate: str, workload: str, reference: list[dict], measured: list[di
     row["gain_pct"], row["gain_ci_pct"] = 100 * better / base, 100 * half / base
     row["verdict"] = "within noise" if abs(diff) <= half else "real"
     return row
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value

@@ -28,10 +28,11 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune import budget, names, stopping, trial_queue
+from autotune.backends import engine_for
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.locks import budget_lock
 from autotune.notes import save_trial_note, trial_note
-from autotune.objective import REASON_LIMIT, Objective, Outcome, engine_for
+from autotune.objective import REASON_LIMIT, Objective, Outcome
 from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
 from autotune.settings import Settings
 from autotune.space import ENUMERATION_LIMIT, SearchSpace

@@ -25,9 +25,10 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from autotune.backends import anchored_paths, engine_for  # noqa: E402
 from autotune.bench.datasets import build_requests  # noqa: E402
-from autotune.launch import Launch, LaunchFailed  # noqa: E402
-from autotune.objective import anchored_paths, engine_for  # noqa: E402
+from autotune.errors import LaunchFailed  # noqa: E402
+from autotune.serving import Launch  # noqa: E402
 from autotune.spacefile import load_space  # noqa: E402
 
 SPACE = load_space("transformers-h200")

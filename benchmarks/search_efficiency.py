@@ -42,10 +42,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autotune.engines import get_engine  # noqa: E402
-from autotune.errors import UnsupportedConfig  # noqa: E402
+from autotune.errors import StartupFailure, UnsupportedConfig  # noqa: E402
 from autotune.learning import needs_at_least  # noqa: E402
 from autotune.ranking import feasible  # noqa: E402
-from autotune.sim.analytic import StartupFailure  # noqa: E402
 from autotune.sim.models import TableModel  # noqa: E402
 from autotune.spacefile import load_space  # noqa: E402
 from autotune.study import RunOptions, prepare_study  # noqa: E402

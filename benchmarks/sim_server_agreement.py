@@ -25,8 +25,9 @@ from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import build_requests
 from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
-from autotune.space import Workload
-from autotune.testing.sim import V32, sim_server, simulated
+from autotune.sim.models import build_model
+from autotune.space import Simulation, Workload
+from autotune.testing.sim import H200X8, V32, sim_server, simulated
 
 COMPARED = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "median_tpot_ms", "mean_e2el_ms")
 LOADS = ((4, 24, 0.5), (32, 96, 0.5), (128, 128, 1.0))  # (max concurrency, prompts, time scale)
@@ -38,13 +39,13 @@ def measure(concurrency: int, prompts: int, time_scale: float) -> dict[str, floa
     config = ServerConfig(engine="vllm", model=V32, tp=8, served_model_name="sim")
     workload = Workload(dataset="random", input_len=200, output_len=100, range_ratio=0.5, num_prompts=prompts,
                         max_concurrency=concurrency, seed=7)  # fmt: skip
-    engine = simulated(config, time_scale=time_scale)
-    requests = build_requests(workload, engine.tokenizer(config))
-    model = simulated(config, mode="direct").evaluate(config, workload, requests)
-    with tempfile.TemporaryDirectory() as tmp, sim_server(engine, config, Path(tmp)) as server:
+    backend = simulated(config, time_scale=time_scale)
+    requests = build_requests(workload, backend.launcher.tokenizer(config))
+    model = build_model(Simulation(mode="direct"), config, H200X8).evaluate(workload, requests, config.api_model_name)
+    with tempfile.TemporaryDirectory() as tmp, sim_server(backend, config, Path(tmp)) as server:
         measured = run_benchmark(ClientOptions(server.base_url, "sim"), workload, None, requests=requests,
                                  include_requests=False)  # fmt: skip
-    measured = engine.model_time(measured)
+        measured = server.engine_time(measured.to_vllm_json())
     return {key: measured[key] / model[key] - 1 for key in COMPARED}
 
 

@@ -26,8 +26,9 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autotune.launch import Launch, LaunchFailed  # noqa: E402
-from autotune.objective import anchored_paths, engine_for  # noqa: E402
+from autotune.backends import anchored_paths, engine_for  # noqa: E402
+from autotune.errors import LaunchFailed  # noqa: E402
+from autotune.serving import Launch  # noqa: E402
 from autotune.spacefile import find_space, load_space  # noqa: E402
 
 SPACE = find_space("vllm-cpu-tiny")
@@ -60,7 +61,7 @@ def tpe_best(budget_min: float, seed: int, workdir: Path) -> float:
         except LaunchFailed:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
-        value = result["total_token_throughput"]
+        value = result.total_token_throughput
         best = max(best, value)
         study.tell(trial, value)
     return best

@@ -10,11 +10,9 @@ import pytest
 
 from autotune.engines.base import LaunchSpec
 from autotune.engines.readiness import lists_model
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ServerCrashed, ServerStartTimeout
 from autotune.server import (
-    ServerCrashed,
     ServerProcess,
-    ServerStartTimeout,
     free_port,
     gpu_memory_used,
     group_alive,

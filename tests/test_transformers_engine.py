@@ -14,8 +14,8 @@ from autotune.bench.client import ClientOptions, request_body
 from autotune.bench.datasets import BenchRequest
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
-from autotune.errors import FailureKind, UnsupportedConfig
-from autotune.launch import Launch, LaunchFailed
+from autotune.errors import FailureKind, LaunchFailed, UnsupportedConfig
+from autotune.serving import Launch
 from autotune.space import Workload
 
 SCRIPTED = [sys.executable, "-m", "autotune.testing.scripted"]
@@ -98,7 +98,7 @@ def test_a_strict_server_is_ready_and_measured_through_the_transformers_adapter(
     with strict_launch(tmp_path, "transformers") as launch:
         launch.wait_ready(30)  # /v1/models lists nothing: readiness is a one-token completion
         result = launch.measure(workload)
-    assert result["completed"] == 6 and result["failed"] == 0
+    assert result.completed == 6 and result.failed == 0
     # the same server through an adapter that expects /v1/models to name the model never becomes ready
     with strict_launch(tmp_path, "vllm") as launch, pytest.raises(LaunchFailed) as never:
         launch.wait_ready(3)

@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from autotune.bench.datasets import BenchRequest
-from autotune.bench.http import HttpStreamError, StreamingClient
+from autotune.bench.http import StreamingClient
+from autotune.errors import HttpStreamError
 
 _TOKEN_MARKERS = (b'"choices":[{', b'"choices": [{')
 _USAGE_MARKERS = (b'"usage":{', b'"usage": {')

@@ -14,16 +14,10 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from autotune.errors import HttpStreamError
+
 # consume(events, now) -> True when the stream is complete (e.g. [DONE] seen)
 EventSink = Callable[[list[bytes], float], bool]
-
-
-class HttpStreamError(Exception):
-    """A request failed; ``error_type`` is what the benchmark records (``http_503``, ``connection_reset``, ...)."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
 
 
 class _Connection(asyncio.Protocol):

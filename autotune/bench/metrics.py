@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
 
 from autotune.bench.client import RequestRecord
+from autotune.bench.results import BenchmarkResult
 
 LATENCY_METRICS = {"ttft": "Time to First Token", "tpot": "Time per Output Token (excl. 1st token)",
                    "itl": "Inter-token Latency", "e2el": "End-to-end Latency"}  # fmt: skip
@@ -111,8 +112,10 @@ def per_request_lists(records: Sequence[RequestRecord]) -> dict:
     }
 
 
-def format_block(result: dict, percentiles: Sequence[float] = (99,)) -> str:
+def format_block(result: BenchmarkResult | Mapping, percentiles: Sequence[float] = (99,)) -> str:
     """The result as vllm bench serve prints it (labels left-justified to 40 characters)."""
+    if isinstance(result, BenchmarkResult):
+        result = result.to_vllm_json()
     rows = ["{:=^50}".format(" Serving Benchmark Result ")]
 
     def row(label: str, value: object, number: bool = True) -> None:

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from autotune.bench.client import ClientOptions, RequestRecord, arrival_offsets, run_requests
 from autotune.bench.datasets import BenchRequest, build_requests
 from autotune.bench.metrics import client_health, compute_metrics, per_request_lists, result_header
+from autotune.bench.results import BenchmarkResult
 from autotune.bench.shards import run_sharded
 from autotune.space import Workload
 
@@ -86,8 +87,8 @@ def run_benchmark(
     include_requests: bool = True,
     tokenizer_id: str | None = None,
     requests: list[BenchRequest] | None = None,
-) -> dict:
-    """Run ``workload`` against the server of ``options`` and return vllm bench's result dict (plus ``client``).
+) -> BenchmarkResult:
+    """Run ``workload`` against the server of ``options`` and return vllm bench's result (plus ``client``).
 
     Args:
         seed: overrides the workload's seed (use a new one per repeat).
@@ -123,4 +124,4 @@ def run_benchmark(
     result["client"] = client_health(lags, result["median_itl_ms"]) | {"shards": shards}
     if include_requests:
         result |= per_request_lists(records)
-    return result
+    return BenchmarkResult.from_vllm_json(result)

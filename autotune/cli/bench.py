@@ -96,14 +96,14 @@ def bench(
         result = run_benchmark(options, workload, tok, goodput=slos, percentiles=printed, shards=shards,
                                on_progress=hook, tokenizer_id=str(tokenizer) if tokenizer else None)  # fmt: skip
     if save_result:
-        save_result.write_text(json.dumps(result))
-    print(json.dumps(result) if as_json else format_block(result, printed))
-    if result["client"]["saturated"]:
-        print(f"warning: the client could not keep its timing (event-loop lag p50 {result['client']['event_loop_lag_p50_ms']:.1f} ms); "
+        save_result.write_text(json.dumps(result.to_vllm_json()))
+    print(json.dumps(result.to_vllm_json()) if as_json else format_block(result, printed))
+    if result.saturated:
+        print(f"warning: the client could not keep its timing (event-loop lag p50 {result.client['event_loop_lag_p50_ms']:.1f} ms); "
               "use --shards N", file=sys.stderr)  # fmt: skip
-    if result["completed"] == 0:
+    if result.completed == 0:
         raise AutotuneError(
-            f"every request failed: {result['errors_by_type']} (first error: {next(e for e in result['errors'] if e)})"
+            f"every request failed: {result.errors_by_type} (first error: {next(e for e in result.errors if e)})"
         )
 
 

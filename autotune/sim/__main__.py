@@ -15,8 +15,8 @@ import time
 
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
-from autotune.errors import FailureKind, UnsupportedConfig
-from autotune.sim.analytic import StartupFailure, analytic_profile
+from autotune.errors import FailureKind, StartupFailure, UnsupportedConfig
+from autotune.sim.analytic import analytic_profile
 from autotune.sim.server import SimulatedServer
 
 STARTUP_S = 0.2  # a real engine loads weights for minutes; the simulator only pretends briefly

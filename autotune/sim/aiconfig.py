@@ -13,8 +13,8 @@ import warnings
 
 from autotune.bench.datasets import BenchRequest
 from autotune.config import Hardware, ServerConfig
-from autotune.errors import FailureKind, UsageError
-from autotune.sim.analytic import StartupFailure, engine_layout
+from autotune.errors import FailureKind, StartupFailure, UsageError
+from autotune.sim.analytic import engine_layout
 from autotune.sim.specs import model_shape
 from autotune.space import Workload
 

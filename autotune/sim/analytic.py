@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from autotune.config import Hardware, ServerConfig
-from autotune.errors import FailureKind
+from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.specs import DeviceSpec, ModelShape, device_spec, model_shape
 
 # Node-seconds per token in a step, by (engine, attention layout): fitted by benchmarks/sim_vs_seed.py.
@@ -58,14 +58,6 @@ ENGINE_DEFAULTS = {
 }
 SGLANG_SPECULATIVE_MAX_RUNNING = 48  # SGLang resets max_running_requests to 48 for speculative decoding
 NO_CUDA_GRAPH_LAUNCH_S = 4e-6 * 12  # per layer: ~12 kernel launches of ~4 µs each when not captured in a graph
-
-
-class StartupFailure(Exception):
-    """The simulated engine cannot start this configuration; the message is the real engine's."""
-
-    def __init__(self, kind: FailureKind, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclass(frozen=True)

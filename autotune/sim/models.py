@@ -15,8 +15,8 @@ from typing import Protocol
 
 from autotune.bench.datasets import BenchRequest
 from autotune.config import KNOBS, Hardware, ServerConfig
-from autotune.errors import FailureKind, UsageError
-from autotune.sim.analytic import AnalyticProfile, StartupFailure, analytic_profile
+from autotune.errors import FailureKind, StartupFailure, UsageError
+from autotune.sim.analytic import AnalyticProfile, analytic_profile
 from autotune.sim.direct import direct_benchmark
 from autotune.space import Simulation, Workload
 

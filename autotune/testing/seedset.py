@@ -16,7 +16,8 @@ from pathlib import Path
 
 from autotune.bench.datasets import BenchRequest, build_requests
 from autotune.config import ServerConfig
-from autotune.sim.analytic import StartupFailure, analytic_profile
+from autotune.errors import StartupFailure
+from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import simulate
 from autotune.sim.words import word_tokenizer
 from autotune.space import Workload

@@ -9,22 +9,22 @@ from pathlib import Path
 
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
-from autotune.launch import Launch
-from autotune.sim.engine import SimulatedEngine
+from autotune.serving import Backend, Launch
+from autotune.sim.backends import simulated_backend
 from autotune.space import Simulation
 
 V32 = "deepseek-ai/DeepSeek-V3.2"  # the seed study's model
 H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")  # the seed study's node
 
 
-def simulated(config: ServerConfig, time_scale: float = 0.1, mode: str = "server") -> SimulatedEngine:
+def simulated(config: ServerConfig, time_scale: float = 0.1, mode: str = "server") -> Backend:
     """``config``'s engine, simulated on the seed study's node (``time_scale``: simulated seconds per real one)."""
-    return SimulatedEngine(get_engine(config.engine), Simulation(time_scale=time_scale, mode=mode), H200X8)
+    return simulated_backend(get_engine(config.engine), Simulation(time_scale=time_scale, mode=mode), H200X8)
 
 
 @contextlib.contextmanager
-def sim_server(engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> Iterator[Launch]:
-    """The simulated engine as a subprocess, through the same launch path every trial uses; yields it once ready."""
-    with Launch(engine, config, workdir) as launch:
+def sim_server(backend: Backend, config: ServerConfig, workdir: Path) -> Iterator[Launch]:
+    """The simulated engine as a subprocess, through the same serving path every trial uses."""
+    with backend.serve(config, workdir) as launch:
         launch.wait_ready(30)
         yield launch

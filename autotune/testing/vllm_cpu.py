@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.launch import Launch
-from autotune.objective import anchored_paths, engine_for
+from autotune.backends import anchored_paths, engine_for
+from autotune.serving import Launch
 from autotune.spacefile import find_space, load_space
 
 

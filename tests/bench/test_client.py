@@ -28,13 +28,13 @@ def test_scripted_timings_are_measured(scripted_server, endpoint, tmp_path) -> N
     path = prompts_file(tmp_path, ["one two three"] * 20, output_len=12)
     options = ClientOptions(scripted_server.base_url, "scripted", endpoint)
     result = run_benchmark(options, jsonl_workload(path, 20, max_concurrency=10), None)
-    assert (result["completed"], result["failed"]) == (20, 0)
-    assert (result["total_input_tokens"], result["total_output_tokens"]) == (60, 240)  # usage: 3 words, 12 tokens
-    assert all(len(itl) == 11 for itl in result["itls"])
+    assert (result.completed, result.failed) == (20, 0)
+    assert (result.total_input_tokens, result.total_output_tokens) == (60, 240)  # usage: 3 words, 12 tokens
+    assert all(len(itl) == 11 for itl in result.itls)
     # no request's first token can come before the scripted 40 ms; how close to 40 ms / 10 ms the client measures
     # depends on the machine's load: benchmarks/client_fidelity.py measures that (tests/bench/test_definitions.py
     # checks every metric's arithmetic on a controlled clock)
-    assert min(result["ttfts"]) * 1000 >= 40
+    assert min(result.ttfts) * 1000 >= 40
 
 
 def test_faults_become_typed_failures_and_the_run_finishes(scripted_server, tmp_path) -> None:
@@ -42,13 +42,13 @@ def test_faults_become_typed_failures_and_the_run_finishes(scripted_server, tmp_
     path = prompts_file(tmp_path, [f"FAULT:{f} x" for f in faults] + ["fine prompt"] * 3)
     options = ClientOptions(scripted_server.base_url, "scripted", stall_timeout_s=1.0)
     result = run_benchmark(options, jsonl_workload(path, 10), None)
-    assert any("(stall timeout)" in e for e in result["errors"] if e)  # cut by the 1 s stall timeout, not the 6 h total
-    assert result["completed"] == 3 and result["failed"] == 7
-    assert result["errors_by_type"] == {
+    assert any("(stall timeout)" in e for e in result.errors if e)  # cut by the 1 s stall timeout, not the 6 h total
+    assert result.completed == 3 and result.failed == 7
+    assert result.errors_by_type == {
         "connection_reset": 1, "malformed_sse": 1, "http_500": 1, "http_404": 1, "timeout": 1,
         "server_error_event": 1, "no_tokens": 1,
     }  # fmt: skip
-    assert sum(1 for e in result["errors"] if e) == 7
+    assert sum(1 for e in result.errors if e) == 7
 
 
 def test_server_down_is_counted_not_raised(tmp_path) -> None:
@@ -56,7 +56,7 @@ def test_server_down_is_counted_not_raised(tmp_path) -> None:
 
     path = prompts_file(tmp_path, ["a b"] * 4)
     result = run_benchmark(ClientOptions(f"http://127.0.0.1:{free_port()}", "m"), jsonl_workload(path, 4), None)
-    assert result["completed"] == 0 and result["errors_by_type"] == {"connection_refused": 4}
+    assert result.completed == 0 and result.errors_by_type == {"connection_refused": 4}
 
 
 def test_progress_hook_reports_running_metrics_at_checkpoints(scripted_server, tmp_path) -> None:
@@ -75,9 +75,9 @@ def test_sharded_load_returns_every_record_in_order(scripted_server, tmp_path) -
     workload = Workload(dataset="jsonl", path=str(path), num_prompts=30, max_concurrency=8, seed=3)
     single = run_benchmark(ClientOptions(scripted_server.base_url, "s"), workload, None)
     sharded = run_benchmark(ClientOptions(scripted_server.base_url, "s"), workload, None, shards=2)
-    assert sharded["completed"] == 30 and sharded["client"]["shards"] == 2
-    assert sharded["input_lens"] == single["input_lens"]  # same requests, same order
-    assert sharded["total_output_tokens"] == single["total_output_tokens"] == 240
+    assert sharded.completed == 30 and sharded.client["shards"] == 2
+    assert sharded.input_lens == single.input_lens  # same requests, same order
+    assert sharded.total_output_tokens == single.total_output_tokens == 240
 
 
 def test_arrivals_follow_the_rate() -> None:
@@ -96,5 +96,5 @@ def test_a_client_bound_run_says_so(scripted_server, tmp_path) -> None:
     result = run_benchmark(
         ClientOptions(scripted_server.base_url, "s"), jsonl_workload(path, 300), None, include_requests=False
     )
-    assert result["completed"] == 300
-    assert result["client"]["saturated"], result["client"]
+    assert result.completed == 300
+    assert result.client["saturated"], result.client

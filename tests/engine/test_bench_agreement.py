@@ -81,7 +81,7 @@ def side_by_side(server, tmp_path, workload: Workload, load_args: list[str]) -> 
     reader.start()
     assert started.wait(timeout=240), "".join(output[-20:])
     ours = run_benchmark(ClientOptions(server.base_url, server.config.api_model_name), workload, None, include_requests=False,
-                         requests=requests)  # fmt: skip
+                         requests=requests).to_vllm_json()  # fmt: skip
     assert anchor.wait(timeout=300) == 0, "".join(output[-20:])
     reader.join(timeout=10)
     theirs = json.loads((tmp_path / "vllm.json").read_text())

@@ -11,9 +11,9 @@ import pytest
 
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from autotune.errors import FailureKind
-from autotune.launch import Launch, LaunchFailed
+from autotune.errors import FailureKind, LaunchFailed
 from autotune.server import group_alive
+from autotune.serving import Launch
 from autotune.space import Workload
 from tests.engine.conftest import VLLM_CPU
 
@@ -76,7 +76,7 @@ def test_a_real_launch_is_ready_and_measured_then_flash_attention_2_is_unsupport
     with Launch(engine, cb, tmp_path / "cb") as launch:
         launch.wait_ready(240)  # /health, then a one-token completion (its /v1/models lists the hub cache)
         result = launch.measure(workload)
-    assert result["completed"] == 8 and result["failed"] == 0 and result["output_throughput"] > 0
+    assert result.completed == 8 and result.failed == 0 and result.output_throughput > 0
     assert not group_alive(launch.pgid)
     with Launch(engine, tiny(attention_backend="flash_attention_2"), tmp_path / "fa2") as launch, \
             pytest.raises(LaunchFailed) as failed:  # fmt: skip

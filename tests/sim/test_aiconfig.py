@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from autotune.config import ServerConfig
-from autotune.errors import FailureKind
+from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.aiconfig import AiconfiguratorModel
-from autotune.sim.analytic import StartupFailure
 from autotune.space import Workload
 from autotune.testing.sim import H200X8, V32
 

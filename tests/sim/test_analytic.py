@@ -9,8 +9,8 @@ import pytest
 from autotune.bench.datasets import build_requests
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from autotune.errors import FailureKind
-from autotune.sim.analytic import StartupFailure, analytic_profile
+from autotune.errors import FailureKind, StartupFailure
+from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import direct_benchmark
 from autotune.sim.words import word_tokenizer
 from autotune.space import Workload

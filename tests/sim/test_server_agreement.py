@@ -13,8 +13,9 @@ from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import build_requests
 from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
-from autotune.space import Workload
-from autotune.testing.sim import V32, sim_server, simulated
+from autotune.sim.models import build_model
+from autotune.space import Simulation, Workload
+from autotune.testing.sim import H200X8, V32, sim_server, simulated
 
 COUNTED = ("completed", "failed", "total_input_tokens", "total_output_tokens")
 
@@ -24,13 +25,13 @@ def test_client_counts_what_the_model_serves(concurrency, prompts, tmp_path) -> 
     config = ServerConfig(engine="vllm", model=V32, tp=8, served_model_name="sim")
     workload = Workload(dataset="random", input_len=200, output_len=100, range_ratio=0.5, num_prompts=prompts,
                         max_concurrency=concurrency, seed=7)  # fmt: skip
-    engine = simulated(config)
-    requests = build_requests(workload, engine.tokenizer(config))
-    model = simulated(config, mode="direct").evaluate(config, workload, requests)
-    with sim_server(engine, config, tmp_path) as server:
+    backend = simulated(config)
+    requests = build_requests(workload, backend.launcher.tokenizer(config))
+    model = build_model(Simulation(mode="direct"), config, H200X8).evaluate(workload, requests, config.api_model_name)
+    with sim_server(backend, config, tmp_path) as server:
         measured = run_benchmark(ClientOptions(server.base_url, "sim"), workload, None, requests=requests,
                                  include_requests=True)  # fmt: skip
-    measured = engine.model_time(measured)  # labelled simulated; counts are not rescaled
+    measured = server.engine_time(measured.to_vllm_json())  # labelled simulated; counts are not rescaled
     assert measured["client"]["simulated"] and model["client"]["simulated"]
     assert {key: measured[key] for key in COUNTED} == {key: model[key] for key in COUNTED}
     assert measured["completed"] == workload.num_prompts

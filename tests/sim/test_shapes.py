@@ -8,9 +8,9 @@ import pytest
 from autotune.bench.datasets import build_requests
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
-from autotune.errors import FailureKind
+from autotune.errors import FailureKind, StartupFailure
 from autotune.models import resolve_model
-from autotune.sim.analytic import StartupFailure, analytic_profile
+from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import direct_benchmark
 from autotune.sim.specs import model_shape
 from autotune.sim.words import word_tokenizer

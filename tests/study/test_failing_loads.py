@@ -10,7 +10,6 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.bench.runner import Progress
-from autotune.engines import get_engine
 from autotune.objective import Objective, Outcome, TrialEnvironment
 from autotune.spacefile import load_space
 from autotune.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study
@@ -65,7 +64,7 @@ def armed_study(tmp_path) -> tuple[optuna.Study, Objective]:
 
 def slow_run(objective: Objective, trial: optuna.Trial, failed: int = 0) -> None:
     """A first benchmark at load 0 far slower than the completed trials, checkpoint by checkpoint."""
-    hook = objective._pruning_hook(trial, get_engine("vllm"), level=0)
+    hook = objective._pruning_hook(trial, level=0)
     for finished in range(10, 100, 10):
         hook(Progress(finished, 100, 1.0, {METRIC: 10.0, "completed": finished - failed, "failed": failed}))
 

@@ -11,8 +11,8 @@ import pytest
 
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from autotune.errors import FailureKind
-from autotune.launch import Launch, LaunchFailed
+from autotune.errors import FailureKind, LaunchFailed
+from autotune.serving import Launch
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
 # what `python3 -m sglang.launch_server` and `import vllm` print where the package is missing

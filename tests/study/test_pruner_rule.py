@@ -8,7 +8,6 @@ import optuna
 import pytest
 
 from autotune.bench.runner import Progress
-from autotune.engines import get_engine
 from autotune.notes import trial_note
 from autotune.objective import Objective, TrialEnvironment
 from autotune.spacefile import load_space
@@ -65,7 +64,7 @@ def test_a_pruned_trial_says_where_it_was_stopped(tmp_path) -> None:
             trial.report(value, step)
         study.tell(trial, value)
     slow = study.ask()
-    hook = Objective(space, TrialEnvironment(tmp_path, None, {}))._pruning_hook(slow, get_engine("vllm"), level=0)
+    hook = Objective(space, TrialEnvironment(tmp_path, None, {}))._pruning_hook(slow, level=0)
     with pytest.raises(optuna.TrialPruned):
         for finished in range(10, 100, 10):
             hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0, "failed": 0}))

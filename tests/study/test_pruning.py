@@ -6,7 +6,6 @@ import optuna
 import pytest
 
 from autotune.bench.runner import Progress
-from autotune.engines import get_engine
 from autotune.objective import Objective, TrialEnvironment
 from autotune.spacefile import load_space
 from autotune.study import RunOptions, create_or_load, open_storage
@@ -26,23 +25,23 @@ def test_a_trial_below_the_quartile_is_pruned_after_warmup(tmp_path) -> None:
         study.tell(trial, value)
     objective = Objective(space, TrialEnvironment(tmp_path, None, {}))
     slow = study.ask()
-    hook = objective._pruning_hook(slow, get_engine("vllm"), level=0)
+    hook = objective._pruning_hook(slow, level=0)
     for finished in (10, 20):  # checkpoints 1-2 are the warm-up: never pruned
         hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0}))
     with pytest.raises(optuna.TrialPruned):
         hook(Progress(30, 100, 1.0, {"total_token_throughput": 100.0}))
     fast = study.ask()
-    hook = objective._pruning_hook(fast, get_engine("vllm"), level=0)
+    hook = objective._pruning_hook(fast, level=0)
     for finished in range(10, 101, 10):
         hook(Progress(finished, 100, 1.0, {"total_token_throughput": 1150.0}))
     assert fast.number != slow.number and study.trials[slow.number].user_attrs["pruned_at"] == "30/100 requests"
     done = study.ask()  # as slow as the pruned one, but its last checkpoint is a finished measurement: kept
-    hook = objective._pruning_hook(done, get_engine("vllm"), level=0)
+    hook = objective._pruning_hook(done, level=0)
     hook(Progress(100, 100, 1.0, {"total_token_throughput": 100.0}))
     assert "pruned_at" not in study.trials[done.number].user_attrs
     # a trial whose first benchmark ran at another load is not judged against those: no trial measured there yet
     lighter = study.ask()
-    hook = objective._pruning_hook(lighter, get_engine("vllm"), level=1)
+    hook = objective._pruning_hook(lighter, level=1)
     for finished in range(10, 101, 10):
         hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0}))
     assert "pruned_at" not in study.trials[lighter.number].user_attrs

@@ -1,46 +1,114 @@
-"""One launch of a configuration on its engine, measured: start, wait until it serves, run workloads, stop.
+"""Serving a configuration: start it, wait until it serves, measure workloads on it, stop it.
+
+One seam, owned by the trial: a ``Backend`` serves configurations (``serve`` gives a ``Serving``, a context manager:
+enter starts, ``wait_ready``, ``measure`` a workload at a load, exit stops), and every backend returns the same
+``BenchmarkResult``. Three implementations: an engine process (``ProcessBackend``, here: ``Launch`` over
+``ServerProcess``), and the simulator behind HTTP or in process (``autotune.sim.backends``). Which one serves a space
+is ``autotune.backends.serving_backend``'s choice; the trial, ``study validate`` and the prior ask it and never see
+which.
 
 Shared by a study's trials and by ``study validate``, so both classify failures alike, check the engine outlived each
 benchmark, and scrub secrets from the server log. Every way a launch can fail as a property of the configuration
 (it crashed, ran out of memory, never became ready, died or failed requests during a benchmark) is a
 ``LaunchFailed`` carrying its FailureKind; anything else is a bug and propagates.
-
-``launch_for`` picks the kind: ``Launch`` (an engine process, real or the simulator's server) or
-``DirectSimulation`` (the simulator in-process, ``simulate.mode: direct``), which share one interface.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 from autotune.bench.client import ClientOptions, bearer
-from autotune.bench.datasets import build_requests
-from autotune.bench.runner import ProgressHook, run_benchmark
+from autotune.bench.results import BenchmarkResult
+from autotune.bench.runner import Progress, ProgressHook, run_benchmark
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine, LaunchSpec
-from autotune.errors import AutotuneError, FailureKind
+from autotune.errors import FailureKind, LaunchFailed, ServerCrashed, ServerStartTimeout
 from autotune.redact import scrub_file, secret_values
-from autotune.server import ServerCrashed, ServerProcess, ServerStartTimeout, free_port
-from autotune.sim.analytic import StartupFailure
-from autotune.sim.engine import SimulatedEngine
-from autotune.sim.models import PerformanceModel
-from autotune.sim.words import word_tokenizer
+from autotune.server import ServerProcess, free_port
 from autotune.space import Workload
 
 
-class LaunchFailed(AutotuneError):
-    """The configuration did not serve a benchmark: ``kind`` says how, ``reason`` in the engine's words, ``evidence``
-    the end of its log (what learned rules read)."""
+class Serving(Protocol):
+    """A configuration being served: entered, it starts; exited, it stops (and nothing of it is left running)."""
 
-    def __init__(self, kind: FailureKind, reason: str, evidence: str = "") -> None:
-        self.kind, self.reason, self.evidence = kind, reason, evidence or reason
-        super().__init__(f"{kind.value}: {reason}")
+    @property
+    def spec(self) -> LaunchSpec:
+        """What serves the configuration (the engine's command, or the simulator's)."""
+        ...
+
+    @property
+    def command(self) -> LaunchSpec:
+        """The engine's own command for the configuration: what a user runs once the study is done."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """Where it serves."""
+        ...
+
+    @property
+    def pgid(self) -> int | None:
+        """Its process group while it runs (what a worker that finds the trial stale must kill); None: no process."""
+        ...
+
+    @property
+    def log_path(self) -> Path:
+        """Its log (never written by the simulator in process)."""
+        ...
+
+    def __enter__(self) -> Serving: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Seconds until it served (LaunchFailed: it never did)."""
+        ...
+
+    def alive(self) -> bool:
+        """Whether another load can be measured on it."""
+        ...
+
+    def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> BenchmarkResult:
+        """``workload`` (at its load) measured on it, in the engine's own time (LaunchFailed: the load failed)."""
+        ...
+
+    def gpu_facts(self) -> dict:
+        """GPU memory before, once ready and after; whether it was released (empty without GPUs or a process)."""
+        ...
+
+
+class Backend(Protocol):
+    """What serves a study's configurations.
+
+    Attributes:
+        engine: the configurations' engine: its rules, version, GPU count and the command a user runs.
+        launcher: the adapter whose program a served configuration starts (the engine itself, or the simulator standing
+            in for it): what a study and ``autotune doctor`` check is installed before the first launch.
+    """
+
+    engine: Engine
+    launcher: Engine
+
+    def serve(self, config: ServerConfig, workdir: Path, *, stall_timeout_s: float = 60.0,
+              headers: Mapping[str, str] | None = None, gpus: tuple[str, ...] | None = None) -> Serving:  # fmt: skip
+        """``config`` ready to be served in ``workdir`` (not started: enter the context to start it)."""
+        ...
+
+
+class ProcessBackend:
+    """The engine itself, as a process per configuration (``Launch``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = self.launcher = engine
+
+    def serve(self, config: ServerConfig, workdir: Path, *, stall_timeout_s: float = 60.0,
+              headers: Mapping[str, str] | None = None, gpus: tuple[str, ...] | None = None) -> Launch:  # fmt: skip
+        """``config`` launched as the engine's process (once entered)."""
+        return Launch(self.engine, config, workdir, stall_timeout_s, headers, gpus)
 
 
 class Launch:
@@ -48,7 +116,7 @@ class Launch:
     and its log scrubbed of secrets on exit.
 
     Args:
-        engine: the adapter (real or simulated) that renders and classifies.
+        engine: the adapter that renders and classifies (the engine's, or the simulator's standing in for it).
         config: what to launch (paths already absolute: the engine runs in ``workdir``).
         workdir: the launch's directory: files, ``server.log``.
         stall_timeout_s: a request that receives nothing for this long fails as a timeout.
@@ -64,6 +132,7 @@ class Launch:
         self.headers = {**(headers or {}), **bearer(engine.api_key(self.spec, os.environ))}
         self.server = ServerProcess(self.spec, workdir, self.port, engine.readiness(config), engine.failed_while_alive,
                                     self.headers, gpus)  # fmt: skip
+        self.command = self.spec  # what runs is what a user runs (the simulator's server says otherwise)
 
     @property
     def pgid(self) -> int | None:
@@ -112,8 +181,9 @@ class Launch:
         """Whether the engine still runs (another load can be measured on it)."""
         return self.server.alive()
 
-    def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> dict:
-        """Benchmark ``workload`` on the running engine; the result in the engine's time (the simulator's is scaled).
+    def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> BenchmarkResult:
+        """Benchmark ``workload`` on the running engine; the result and the checkpoints ``on_progress`` hears in the
+        engine's own time (``engine_time``).
 
         Raises:
             LaunchFailed: the engine died during the benchmark, or a request failed: a load whose requests fail is that
@@ -128,22 +198,34 @@ class Launch:
                                 extra_body=workload.extra_body, headers=self.headers | workload.headers,
                                 extensions=self.engine.request_extensions,
                                 chat_length_field=self.engine.chat_length_field)  # fmt: skip
-        raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=on_progress,
+        hook = None if on_progress is None else self._in_engine_time(on_progress)
+        raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=hook,
                             include_requests=False)  # fmt: skip
-        result = self.engine.model_time(raw)
+        result = BenchmarkResult.from_vllm_json(self.engine_time(raw.to_vllm_json()))
         if not self.server.alive():
             returncode, tail = self.server.process.returncode, self.server.log_tail()
             kind = self.engine.classify_failure(returncode, tail)
             raise LaunchFailed(kind, f"engine died during the benchmark (exit {returncode})", tail)
-        if result["failed"]:
+        if result.failed:
             # e.g. a KV pool allocated at the first requests that does not fit, or activations of a batch this large:
             # the log says CUDA out of memory
-            errors, tail = result["errors_by_type"], self.server.log_tail()
+            errors, tail = result.errors_by_type, self.server.log_tail()
             otherwise = FailureKind.HANG if set(errors) == {"timeout"} else FailureKind.CRASH
-            total = result["completed"] + result["failed"]
-            share = "every request" if result["completed"] == 0 else f"{result['failed']} of {total} requests"
+            total = result.completed + result.failed
+            share = "every request" if result.completed == 0 else f"{result.failed} of {total} requests"
             raise LaunchFailed(self._cause_in_log(tail, otherwise), f"ready, but {share} failed: {errors}", tail)
         return result
+
+    def engine_time(self, metrics: dict) -> dict:
+        """Metrics measured against the server (a result, or a checkpoint's running ones) in the engine's own time:
+        as measured (a simulator's server running faster than real time rescales them)."""
+        return metrics
+
+    def _in_engine_time(self, on_progress: ProgressHook) -> ProgressHook:
+        def hear(progress: Progress) -> None:
+            on_progress(dataclasses.replace(progress, metrics=self.engine_time(progress.metrics)))
+
+        return hear
 
     def _cause_in_log(self, tail: str, otherwise: FailureKind) -> FailureKind:
         """The failure kind the log names (out of memory, ...) for a server that is still up, else ``otherwise``."""
@@ -162,77 +244,3 @@ def with_inherited_key(engine: Engine, spec: LaunchSpec) -> LaunchSpec:
     if not name or name in spec.env or not os.environ.get(name):
         return spec
     return dataclasses.replace(spec, env={**spec.env, name: os.environ[name]})
-
-
-class DirectSimulation:
-    """The simulator computing results in-process, behind ``Launch``'s interface: no process, no port, no log.
-
-    Its ``spec`` is the real engine's command (on the port a user would pick), since nothing else serves it.
-    """
-
-    pgid = None
-    port = 8000
-
-    def __init__(self, engine: SimulatedEngine, config: ServerConfig, workdir: Path) -> None:
-        self.engine, self.config = engine, config
-        self.spec = engine.command_spec(config, port=self.port)
-        self.log_path = workdir / "server.log"
-        self.model: PerformanceModel | None = None
-
-    def __enter__(self) -> DirectSimulation:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.model = None
-
-    def wait_ready(self, timeout_s: float) -> float:
-        """Build the configuration's model (instant).
-
-        Raises:
-            LaunchFailed: the configuration would not start (out of memory, no data in the table...).
-        """
-        try:
-            self.model = self.engine.performance_model(self.config)
-        except StartupFailure as exc:
-            raise LaunchFailed(exc.kind, str(exc)) from None
-        return 0.0
-
-    def gpu_facts(self) -> dict:
-        """No process, no GPU memory."""
-        return {}
-
-    def alive(self) -> bool:
-        """A model has no process to lose: a load that fails leaves the others measurable."""
-        return self.model is not None
-
-    def measure(self, workload: Workload, on_progress: ProgressHook | None = None) -> dict:
-        """The model's result for ``workload`` (no checkpoints: it is computed at once).
-
-        Raises:
-            LaunchFailed: the model has no result for it (a table's failure row, for instance).
-        """
-        requests = simulated_requests(workload.model_copy(update={"max_concurrency": None, "request_rate": math.inf}))
-        try:
-            return self.model.evaluate(workload, requests, self.config.api_model_name)
-        except StartupFailure as exc:
-            raise LaunchFailed(exc.kind, str(exc)) from None
-
-
-def simulated_requests(workload: Workload) -> list:
-    """A workload's requests in the simulator's words, built once for every load and trial (loads don't change them)."""
-    return _simulated_requests(json.dumps(workload.model_dump(mode="json"), sort_keys=True))
-
-
-@functools.lru_cache(maxsize=4)
-def _simulated_requests(workload_json: str) -> list:
-    # keyed by the JSON form: a workload holds mappings (headers, extra_body), which do not hash
-    return build_requests(Workload.model_validate(json.loads(workload_json)), word_tokenizer())
-
-
-def launch_for(engine: Engine, config: ServerConfig, workdir: Path, stall_timeout_s: float = 60.0,
-               headers: Mapping[str, str] | None = None, gpus: tuple[str, ...] | None = None
-               ) -> Launch | DirectSimulation:  # fmt: skip
-    """How ``config`` runs on ``engine``: an engine process, or the simulator in-process (direct mode)."""
-    if isinstance(engine, SimulatedEngine) and engine.direct:
-        return DirectSimulation(engine, config, workdir)
-    return Launch(engine, config, workdir, stall_timeout_s, headers, gpus)
