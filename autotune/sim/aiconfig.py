@@ -18,7 +18,8 @@ from autotune.sim.analytic import StartupFailure, engine_layout
 from autotune.sim.specs import model_shape
 from autotune.space import Workload
 
-DB_VERSION = {"sglang": "0.5.14", "trtllm": "1.3.0rc20", "vllm": "0.24.0"}  # pinned: ~100× faster calls
+# aiconfigurator's own backends and the versions of their measured databases, pinned: ~100× faster calls
+DB_VERSION = {"sglang": "0.5.14", "trtllm": "1.3.0rc20", "vllm": "0.24.0"}
 SYSTEMS = {"H200": "h200_sxm", "H100": "h100_sxm", "B200": "b200_sxm"}
 # aiconfigurator ships DeepSeek-V3's config, not V3.2's; the two share every dense shape
 MODEL_NAMES = {"DeepSeek-V3.2": "deepseek-ai/DeepSeek-V3", "DeepSeek-V3.2-Exp": "deepseek-ai/DeepSeek-V3",
@@ -41,6 +42,9 @@ def _estimate():
 class AiconfiguratorModel:
     def __init__(self, config: ServerConfig, hardware: Hardware) -> None:
         self.config, self.hardware = config, hardware
+        if config.engine not in DB_VERSION:  # an engine it has no measurements of: it cannot model it
+            raise StartupFailure(FailureKind.NO_DATA, f"aiconfigurator models {', '.join(DB_VERSION)}, not "
+                                 f"{config.engine}; fix: performance_model analytic")  # fmt: skip
         shape = model_shape(config.model)
         self.model = MODEL_NAMES.get(shape.name if shape else "", config.model)
         self.system = SYSTEMS.get((hardware.gpu or "").upper()[:4])
