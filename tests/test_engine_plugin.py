@@ -96,7 +96,7 @@ def plugin_space(tmp_path: Path, python: Path) -> Path:
         "hardware": {"gpus": 0},
         "engines": {"llamacpp": {"executable": [str(python), *SCRIPTED_SERVER],
                                  "fixed": {"model": "scripted-model", "env": timing}}},
-        "params": {"max_num_seqs": {"choices": [2, 4], "default": 2}, "max_concurrency": {"choices": [2]}},
+        "params": {"max_num_seqs": {"choices": [2, 4], "default": 2}, "max_concurrency": {"choices": [2], "default": 2}},
         "workload": {"dataset": "jsonl", "path": str(prompts), "num_prompts": 6, "output_len": 4},
         "objective": {"metrics": [{"name": "total_token_throughput"}]},
         "startup_timeout_s": 30,
@@ -124,8 +124,10 @@ def test_an_engine_installed_by_entry_point_runs_a_study_end_to_end(tmp_path: Pa
     assert shown, ran.stdout
     best = autotune("study", "best", "--study", "plugin-llamacpp")
     assert best.returncode == 0, best.stderr
-    launch = [line for line in best.stdout.splitlines() if "-m scripted-model" in line]
+    lines = best.stdout.splitlines()
+    launch = [line for line in lines if "autotune.bench.scripted serve scripted-model -m scripted-model" in line]
     assert len(launch) == 1 and "--parallel" in launch[0] and "--port 8000" in launch[0], best.stdout
-    assert "ghcr.io/ggml-org/llama.cpp:server-cuda" in best.stdout  # the plug-in's own image
+    docker = [line for line in lines if line.startswith("docker run ")]  # the plug-in's own image, its entrypoint
+    assert len(docker) == 1 and "ghcr.io/ggml-org/llama.cpp:server-cuda -m scripted-model" in docker[0], best.stdout
     refused = autotune("command", "--set", "engine=llamacpp", "--set", "model=m", "--set", "tp=2")
     assert refused.returncode == 1 and "llama.cpp splits a model by layers" in refused.stderr
