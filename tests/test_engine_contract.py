@@ -155,3 +155,23 @@ def test_the_simulator_models_it(name: str) -> None:
     profile = analytic_profile(ServerConfig(engine=name, model=MODEL), Hardware(gpus=1, gpu_memory_gb=141, gpu="H200"))
     assert profile.max_running >= 1 and profile.kv_tokens_per_rank > 0
     assert profile.step_time([RankLoad(decode_seqs=8, decode_context=8 * 1000)] * profile.ranks) > 0
+
+
+def test_the_engines_import_no_benchmark_module() -> None:
+    """The import circle bench/client → bench/datasets → space → redact → engines/base → bench/client is broken at
+    its engine end: no module of the engines (nor the registry) imports autotune.bench, at any depth of the file."""
+    import ast
+    from pathlib import Path
+
+    import autotune
+
+    package = Path(autotune.__file__).parent
+    files = [*(package / "engines").glob("*.py"), package / "engine_registry.py", package / "models.py"]
+    imported = {
+        (path.name, node.module if isinstance(node, ast.ImportFrom) else alias.name)
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert [(file, module) for file, module in imported if (module or "").startswith("autotune.bench")] == []

@@ -324,8 +324,8 @@ class Engine(ABC):
         """How a launch of ``config`` places the model on GPUs: the one answer the static rules, the simulator,
         `autotune init` and a node's GPU slots ask for. By default dp copies of a tp × pp group, each scheduling its
         own batch (engines with DP attention inside the tensor-parallel group override this)."""
-        group = (config.tp or 1) * (config.pp or 1)
-        return Layout(group * (config.dp or 1), config.dp or 1, group, (config.ep or 1) > 1)
+        group, dp = (config.tp or 1) * (config.pp or 1), config.dp or 1
+        return Layout(group * dp, dp, group, (config.ep or 1) > 1, independent_replicas=dp > 1)
 
     def gpus_used(self, config: ServerConfig) -> int:
         """GPUs a launch occupies (its ``layout``'s)."""

@@ -143,7 +143,7 @@ class SglangEngine(Engine):
         expert_parallel = (config.ep or 1) > 1
         if config.dp_attention:
             return Layout.of(tp * pp, dp, expert_parallel)
-        return Layout.of(tp * pp * dp, dp, expert_parallel)
+        return Layout.of(tp * pp * dp, dp, expert_parallel, independent_replicas=dp > 1)
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, renamed = config, version >= _RENAMES_SINCE

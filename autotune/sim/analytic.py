@@ -91,7 +91,8 @@ class AnalyticProfile:
     @property
     def cost_group(self) -> tuple[str, str]:
         """The key of TOKEN_COST_S this configuration falls in: its engine and whether attention is data-parallel."""
-        return self.config.engine, "dp" if self.layout.ranks > 1 else "tp"
+        attention_dp = self.layout.ranks > 1 and not self.layout.independent_replicas  # replicas each attend by TP
+        return self.config.engine, "dp" if attention_dp else "tp"
 
     @property
     def ranks(self) -> int:
@@ -106,7 +107,7 @@ class AnalyticProfile:
     def weights_per_gpu(self) -> float:
         s, lay = self.shape, self.layout
         dense = (s.attention_params + s.other_dense_params) * s.bytes_per_param / lay.rank_gpus
-        experts = s.expert_params * s.experts * s.moe_layers * s.bytes_per_param / lay.gpus
+        experts = s.expert_params * s.experts * s.moe_layers * s.bytes_per_param / lay.expert_gpus
         return dense + experts
 
     def kv_bytes_per_token(self) -> float:
@@ -181,12 +182,14 @@ class AnalyticProfile:
 
     def _experts_time(self, tokens: int) -> float:
         """Routed experts over the whole node: each one a token touches is read once per step."""
-        s = self.shape
+        s, lay = self.shape, self.layout
         if not s.moe_layers:
             return 0.0
+        if lay.independent_replicas:  # each replica reads the experts its own share of the tokens touches, in parallel
+            tokens = math.ceil(tokens / lay.ranks)
         touched = s.experts * (1 - (1 - s.experts_per_token / s.experts) ** tokens)
-        bytes_read = touched * s.expert_params * s.moe_layers * s.bytes_per_param / self.layout.gpus
-        flops = 2 * s.expert_params * s.experts_per_token * s.moe_layers * tokens / self.layout.gpus
+        bytes_read = touched * s.expert_params * s.moe_layers * s.bytes_per_param / lay.expert_gpus
+        flops = 2 * s.expert_params * s.experts_per_token * s.moe_layers * tokens / lay.expert_gpus
         return self._roofline(bytes_read, flops)
 
     def _communication(self, rank_tokens: int, total_tokens: int) -> float:
@@ -197,7 +200,7 @@ class AnalyticProfile:
             seconds += (
                 2 * s.layers * (dev.collective_latency_s + rank_tokens * s.hidden * 2 * ring / dev.link_bandwidth)
             )
-        if s.moe_layers and lay.ranks > 1:
+        if s.moe_layers and lay.ranks > 1 and not lay.independent_replicas:
             if lay.expert_parallel:  # all-to-all dispatch (fp8) and combine (bf16) of each token's expert copies
                 volume = total_tokens / lay.gpus * s.experts_per_token * s.hidden * 3
             else:  # all-gather then reduce-scatter of every rank's tokens around the TP-sharded experts
