@@ -14,12 +14,19 @@ import re
 import site
 import subprocess
 import sys
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.version import Version
+from pydantic import ValidationError
 
-from autotune.engines import ENGINES
+from autotune import engine_registry
+from autotune.config import Hardware, ServerConfig
+from autotune.engine_registry import ENTRY_POINT_GROUP
+from autotune.engines import ENGINES, Engine, LaunchSpec, get_engine
+from autotune.errors import UnsupportedConfig, UsageError
 from tests.conftest import REPO
 
 SCRIPTED_SERVER = ["-m", "autotune.bench.scripted", "serve", "scripted-model"]  # speaks enough of any engine's argv
@@ -131,3 +138,49 @@ def test_an_engine_installed_by_entry_point_runs_a_study_end_to_end(tmp_path: Pa
     assert len(docker) == 1 and "ghcr.io/ggml-org/llama.cpp:server-cuda -m scripted-model" in docker[0], best.stdout
     refused = autotune("command", "--set", "engine=llamacpp", "--set", "model=m", "--set", "tp=2")
     assert refused.returncode == 1 and "llama.cpp splits a model by layers" in refused.stderr
+
+
+class EchoEngine(Engine):
+    """A minimal adapter registered by a fake entry point below: it accepts nothing but what every adapter takes."""
+
+    name = "echo"
+    default_executable = ("echo-server",)
+    default_version = "1.0"
+
+    def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
+        return LaunchSpec((*self.executable, config.model))
+
+
+@pytest.fixture
+def entry_points(monkeypatch):
+    """Replace the installed entry points of the group with the given (name, target) pairs, for one test."""
+
+    def install(*points: tuple[str, str]) -> None:
+        found = [EntryPoint(name, target, ENTRY_POINT_GROUP) for name, target in points]
+        monkeypatch.setattr(engine_registry, "entry_points", lambda group: [p for p in found if p.group == group])
+        engine_registry.engine_targets.cache_clear()
+        engine_registry.adapter_class.cache_clear()
+
+    yield install
+    monkeypatch.undo()
+    engine_registry.engine_targets.cache_clear()
+    engine_registry.adapter_class.cache_clear()
+
+
+def test_a_plugin_is_validated_loaded_and_refuses_what_it_does_not_accept(entry_points) -> None:
+    entry_points(("echo", f"{__name__}:EchoEngine"), ("vllm", f"{__name__}:EchoEngine"))  # the second is ignored
+    assert list(ENGINES)[-1] == "echo" and get_engine("vllm").name == "vllm"
+    config = ServerConfig(engine="echo", model="m")
+    assert get_engine("echo").launch_spec(config).argv == ("echo-server", "m")
+    with pytest.raises(UnsupportedConfig, match="echo has no tp knob"):
+        get_engine("echo").check(ServerConfig(engine="echo", model="m", tp=2), Hardware())
+
+
+def test_a_broken_plugin_or_an_unknown_name_is_a_usage_error_that_says_what_to_do(entry_points) -> None:
+    entry_points(("gone", "no_such_package.adapter:Engine"), ("notone", f"{__name__}:plugin_venv"))
+    with pytest.raises(UsageError, match="'gone'.*cannot be loaded.*fix:"):
+        get_engine("gone")
+    with pytest.raises(UsageError, match="'notone'.*fix:"):
+        get_engine("notone")
+    with pytest.raises(ValidationError, match="valid engines: vllm, sglang, trtllm.*gone"):
+        ServerConfig(engine="tgi", model="m")
