@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-EngineName = Literal["vllm", "sglang", "trtllm", "transformers"]
+from autotune.engine_registry import registered_engine
+
 KvCacheDtype = Literal["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
@@ -61,6 +62,8 @@ def _environment(value: dict[str, str]) -> dict[str, str]:
 ArgValue = Annotated[str, AfterValidator(_argument_value)]
 EngineVersion = Annotated[str, AfterValidator(_version_number)]
 SpeculativeSpec = Annotated[str, AfterValidator(_speculative_grammar)]
+# validated against the engine registry (built-in adapters and plug-ins): an unknown name lists the valid ones
+EngineName = Annotated[str, AfterValidator(registered_engine)]
 Environment = Annotated[dict[str, str], AfterValidator(_environment)]
 PositiveInt = Annotated[int, Field(ge=1)]
 

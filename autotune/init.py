@@ -13,7 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from autotune.config import Hardware, ServerConfig
-from autotune.engines import ENGINES, get_engine
+from autotune.engines import ENGINES, Engine, InitDefaults, get_engine
 from autotune.errors import UnsupportedConfig, UsageError
 from autotune.models import ModelInfo, known_models, resolve_model
 from autotune.space import Objective
@@ -23,8 +23,6 @@ from autotune.space import Objective
 _WEIGHTS_SHARE = 0.75
 _CONTEXTS = (8192, 16384, 32768, 65536, 131072)
 _LOADS = (16, 32, 64, 128, 256, 512)
-_KV_FP8 = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8"}
-_MTP = {"vllm": [None, "mtp:1", "mtp:2"], "sglang": [None, "mtp:1", "mtp:3"], "trtllm": [None, "mtp:1", "mtp:3"]}
 _SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
 
 
@@ -60,10 +58,7 @@ def write_space(request: Request) -> str:
             weights do not fit the machine in any layout.
     """
     for engine in request.engines:
-        if engine not in _KV_FP8:
-            hint = " (a one-GPU research server: start from `autotune space show transformers-h200`)"
-            raise UsageError(f"--engine {engine}: init writes spaces for {', '.join(_KV_FP8)}"
-                             f"{hint if engine in ENGINES else ''}; fix: --engine vllm (or sglang, trtllm)")  # fmt: skip
+        _init_defaults(engine)
     if request.gpus < 1 or request.gpu_memory_gb <= 0:
         raise UsageError("--gpus and --gpu-memory-gb must be positive; fix: e.g. --gpus 8 --gpu-memory-gb 141")
     info = model_facts(request.model)
@@ -107,6 +102,19 @@ def write_space(request: Request) -> str:
     return out.text()
 
 
+def _init_defaults(engine: str) -> InitDefaults:
+    """The engine's `autotune init` defaults, or a UsageError naming the engines that have them."""
+    cls = ENGINES.get(engine)
+    if cls is not None and cls.init_defaults is not None:
+        return cls.init_defaults
+    able = [name for name, adapter in ENGINES.items() if adapter.init_defaults is not None]
+    why = f" ({cls.init_refusal})" if cls is not None and cls.init_refusal else ""
+    others = f" (or {', '.join(able[1:])})" if len(able) > 1 else ""
+    raise UsageError(
+        f"--engine {engine}: init writes spaces for {', '.join(able)}{why}; fix: --engine {able[0]}{others}"
+    )
+
+
 def _source(info: ModelInfo, model: str) -> str:
     return f"{model}/config.json" if info.source == "config.json" else "autotune's built-in profile"
 
@@ -142,7 +150,7 @@ def _engine_section(out: _Writer, engine: str, model: str, info: ModelInfo, hard
     out.line("    fixed:")
     out.line(f"      model: {_flow(model)}")
     out.line("    params:")
-    layouts = _layouts(engine, model, info, hardware)
+    layouts = _layouts(adapter, model, info, hardware)
     if not layouts:
         raise UsageError(f"{info.name} does not fit on {hardware.gpus} × {hardware.gpu_memory_gb:g} GB in any "
                          f"{engine} layout; fix: more GPUs (--gpus) or a quantised checkpoint")  # fmt: skip
@@ -151,7 +159,7 @@ def _engine_section(out: _Writer, engine: str, model: str, info: ModelInfo, hard
     for layout, why in layouts:
         out.line(f"          - {_flow(layout)}", why)
     out.line(f"        default: {_flow(layouts[0][0])}", "the baseline: the plainest layout that fits")
-    for knob, choices, why in _engine_knobs(engine, info):
+    for knob, choices, why in _engine_knobs(_init_defaults(engine), info):
         out.line(f"      {knob}: {_flow({'choices': choices})}", why)
 
 
@@ -161,8 +169,9 @@ def _layout_why(info: ModelInfo) -> str:
     return "dense: tensor parallel inside a copy of the model, data-parallel copies to fill the node"
 
 
-def _layouts(engine: str, model: str, info: ModelInfo, hardware: Hardware) -> list[tuple[dict, str]]:
-    """Candidate layouts for ``engine`` that fit the weights and pass the engine's static rules, plainest first."""
+def _layouts(adapter: Engine, model: str, info: ModelInfo, hardware: Hardware) -> list[tuple[dict, str]]:
+    """Candidate layouts for the engine that fit the weights and pass the engine's static rules, plainest first."""
+    defaults = _init_defaults(adapter.name)
     gpus = hardware.gpus
     sizes = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= gpus and gpus % t == 0]
     sizes = [t for t in sizes if not info.attention_heads or info.attention_heads % t == 0]
@@ -171,16 +180,16 @@ def _layouts(engine: str, model: str, info: ModelInfo, hardware: Hardware) -> li
     candidates: list[tuple[dict, str]] = []
     for tp in fits:  # copies of the model, each on tp GPUs
         dp = gpus // tp
-        layout = {"tp": tp} if dp == 1 or engine == "trtllm" else {"tp": tp, "dp": dp}
+        layout = {"tp": tp} if dp == 1 or not defaults.data_parallel_copies else {"tp": tp, "dp": dp}
         why = f"{dp} copies of {tp} GPU{'s' * (tp > 1)}" if "dp" in layout else f"one copy on {tp} GPUs"
         candidates.append((layout, why))
     if info.moe and gpus > 1 and weights / gpus <= _WEIGHTS_SHARE * (hardware.gpu_memory_gb or 0):
-        candidates += _moe_layouts(engine, gpus)
+        candidates += defaults.moe_layouts(gpus)
     offered, seen = [], []
     for layout, why in candidates:
-        config = ServerConfig(engine=engine, model=model, **layout)
+        config = ServerConfig(engine=adapter.name, model=model, **layout)
         try:
-            get_engine(engine).check(config, hardware)
+            adapter.check(config, hardware)
         except UnsupportedConfig:
             continue
         if layout not in seen:
@@ -189,42 +198,16 @@ def _layouts(engine: str, model: str, info: ModelInfo, hardware: Hardware) -> li
     return offered
 
 
-def _moe_layouts(engine: str, gpus: int) -> list[tuple[dict, str]]:
-    ep = f"experts spread over all {gpus} GPUs"
-    if engine == "vllm":  # vLLM: EP spans tp×dp; DP attention is dp>1 with EP
-        return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
-                ({"tp": 1, "dp": gpus, "ep": gpus, "dp_attention": True}, f"DP attention + {ep}")]  # fmt: skip
-    if engine == "sglang":  # SGLang: DP attention ranks live inside the TP group
-        return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
-                ({"tp": gpus, "dp": gpus, "dp_attention": True}, "DP attention: one attention replica per GPU"),
-                ({"tp": gpus, "dp": gpus, "dp_attention": True, "ep": gpus}, f"DP attention + {ep}")]  # fmt: skip
-    return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
-            ({"tp": gpus, "ep": gpus, "dp": gpus, "dp_attention": True}, f"attention DP + {ep}")]  # fmt: skip
-
-
-def _engine_knobs(engine: str, info: ModelInfo) -> list[tuple[str, list, str]]:
-    knobs = [_attention(engine, info)]
+def _engine_knobs(defaults: InitDefaults, info: ModelInfo) -> list[tuple[str, list, str]]:
+    choices, why = defaults.attention(info)
+    knobs = [("attention_backend", choices, why)]
     kv_why = "fp8 KV halves the cache: more concurrent requests, small accuracy cost"
-    knobs.append(("kv_cache_dtype", [None, _KV_FP8[engine]], kv_why))
+    knobs.append(("kv_cache_dtype", [None, defaults.kv_cache_fp8], kv_why))
     if info.mtp:
-        knobs.append(("speculative", _MTP[engine], "the checkpoint has an MTP head: draft tokens for free"))
+        knobs.append(
+            ("speculative", list(defaults.speculative), "the checkpoint has an MTP head: draft tokens for free")
+        )
     return knobs
-
-
-def _attention(engine: str, info: ModelInfo) -> tuple[str, list, str]:
-    if engine == "vllm":
-        if info.sparse_attention:
-            return "attention_backend", [None, "FLASHMLA_SPARSE"], "sparse attention: only the sparse MLA backend"
-        if info.latent_attention:
-            return "attention_backend", [None, "FLASHMLA", "CUTLASS_MLA", "TRITON_MLA"], "MLA backends"
-        return "attention_backend", [None, "FLASH_ATTN", "FLASHINFER"], "null: vLLM picks"
-    if engine == "sglang":
-        if info.sparse_attention:
-            return "attention_backend", [None, "nsa"], "sparse attention (NSA)"
-        if info.latent_attention:
-            return "attention_backend", [None, "flashmla", "fa3", "triton"], "MLA backends"
-        return "attention_backend", [None, "fa3", "flashinfer", "triton"], "null: SGLang picks"
-    return "attention_backend", [None, "TRTLLM", "FLASHINFER"], "TRT-LLM's own kernels or FlashInfer"
 
 
 def _shared_params(out: _Writer, info: ModelInfo, need: int) -> None:

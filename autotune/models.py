@@ -13,6 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from tokenizers import Tokenizer
+
+from autotune.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 
@@ -77,6 +81,21 @@ _PROFILES: dict[str, ModelInfo] = {
 def known_models() -> list[str]:
     """The models with a built-in profile (what works without a local config.json)."""
     return [p.name for p in _PROFILES.values()]
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """The tokenizer in ``path`` (a tokenizer.json, or a model directory holding one).
+
+    Raises:
+        UsageError: no tokenizer.json there.
+    """
+    path = Path(path)
+    file = path / "tokenizer.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UsageError(
+            f"no tokenizer.json at {path}; fix: pass --tokenizer with a local model directory or tokenizer.json"
+        )
+    return Tokenizer.from_file(str(file))
 
 
 def _from_config_dir(path: Path) -> ModelInfo:

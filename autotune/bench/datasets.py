@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 
 from autotune.bench.dataset_files import count_records, json_array_items, jsonl_lines, shuffled_first
 from autotune.errors import UsageError
+from autotune.models import load_tokenizer as load_tokenizer  # also read by engines (which import no bench)
 from autotune.space import Workload
 
 # vllm bench's ShareGPT filter: drop prompts or completions under 4 tokens, prompts over 1024, pairs over 2048.
@@ -32,21 +33,6 @@ class BenchRequest:
     prompt: str
     prompt_len: int | None
     output_len: int
-
-
-def load_tokenizer(path: str | Path) -> Tokenizer:
-    """The tokenizer in ``path`` (a tokenizer.json, or a model directory holding one).
-
-    Raises:
-        UsageError: no tokenizer.json there.
-    """
-    path = Path(path)
-    file = path / "tokenizer.json" if path.is_dir() else path
-    if not file.is_file():
-        raise UsageError(
-            f"no tokenizer.json at {path}; fix: pass --tokenizer with a local model directory or tokenizer.json"
-        )
-    return Tokenizer.from_file(str(file))
 
 
 def build_requests(workload: Workload, tokenizer: Tokenizer | None, seed: int | None = None) -> list[BenchRequest]:

@@ -123,6 +123,8 @@ def _type_text(name: str, schema: dict) -> str:
         return "none | mtp:N | eagle:STEPS:TOPK:DRAFT"
     if name == "engine_version":
         return "version"
+    if name == "engine":  # a registered engine (built in, or a plug-in)
+        return "one of " + ", ".join(ENGINES)
     kinds = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
     part = kinds[0] if kinds else schema
     if "enum" in part:
@@ -149,6 +151,8 @@ def _default_text(name: str) -> str:
 def _examples(name: str, schema: dict) -> list[Any]:
     if name in _EXAMPLES:
         return [_EXAMPLES[name]]
+    if name == "engine":
+        return [next(iter(ENGINES))]
     kinds = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
     part = kinds[0] if kinds else schema
     if "enum" in part:

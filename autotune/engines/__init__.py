@@ -1,33 +1,52 @@
-"""Engine adapters, by name. A registry is a plain dict; an unknown name lists the valid ones."""
+"""Engine adapters, by name: the registry (``autotune.engine_registry``: built-in adapters and plug-ins found by
+entry point) as a mapping of classes. An unknown name lists the valid ones."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from autotune.config import Hardware, ServerConfig
-from autotune.engines.base import Engine, LaunchSpec, Rule
-from autotune.engines.sglang import SglangEngine
-from autotune.engines.transformers import TransformersEngine
-from autotune.engines.trtllm import TrtllmEngine
-from autotune.engines.vllm import VllmEngine
+from autotune.engine_registry import adapter_class, engine_names
+from autotune.engines.base import Engine, InitDefaults, LaunchSpec, Layout, Rule
 from autotune.errors import UnsupportedConfig, UsageError
 
-ENGINES: dict[str, type[Engine]] = {
-    cls.name: cls for cls in (VllmEngine, SglangEngine, TrtllmEngine, TransformersEngine)
-}
+
+class EngineRegistry(Mapping[str, type[Engine]]):
+    """Every registered engine name → its adapter class; a plug-in's class is imported when first looked up."""
+
+    def __getitem__(self, name: str) -> type[Engine]:
+        if name not in engine_names():
+            raise KeyError(name)
+        return _adapter(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(engine_names())
+
+    def __len__(self) -> int:
+        return len(engine_names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in engine_names()
+
+
+ENGINES = EngineRegistry()
+
+
+def _adapter(name: str) -> type[Engine]:
+    cls = adapter_class(name)
+    if not issubclass(cls, Engine) or getattr(cls, "name", None) != name:
+        raise UsageError(f"engine {name!r}: {cls.__module__}.{cls.__qualname__} is not an autotune Engine named "
+                         f"{name!r}; fix: subclass autotune.engines.Engine and set name = {name!r}")  # fmt: skip
+    return cls
 
 
 def get_engine(name: str, executable: Sequence[str] | None = None) -> Engine:
     """The adapter for ``name``, invoking the engine through ``executable`` (None: the engine's usual command).
 
     Raises:
-        UsageError: no adapter has that name; the message lists the valid ones.
+        UsageError: no adapter has that name (the message lists the valid ones), or its plug-in cannot be loaded.
     """
-    try:
-        cls = ENGINES[name]
-    except KeyError:
-        raise UsageError(f"no engine adapter named {name!r}; valid engines: {', '.join(ENGINES)}") from None
-    return cls(executable)
+    return _adapter(name)(executable)
 
 
 def broken_rules(engine: str, configs: Iterable[ServerConfig], hardware: Hardware) -> Iterator[str | None]:
@@ -42,4 +61,5 @@ def broken_rules(engine: str, configs: Iterable[ServerConfig], hardware: Hardwar
             yield None
 
 
-__all__ = ["ENGINES", "Engine", "LaunchSpec", "Rule", "broken_rules", "get_engine"]
+__all__ = ["ENGINES", "Engine", "EngineRegistry", "InitDefaults", "LaunchSpec", "Layout", "Rule", "broken_rules",
+           "get_engine"]  # fmt: skip

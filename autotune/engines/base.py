@@ -16,13 +16,13 @@ from typing import ClassVar
 from packaging.version import Version
 from tokenizers import Tokenizer
 
-from autotune.bench.client import REQUEST_EXTENSIONS
-from autotune.bench.datasets import load_tokenizer
-from autotune.config import Hardware, ServerConfig
+from autotune.config import KNOBS, Hardware, ServerConfig
+from autotune.engines.defaults import InitDefaults, ServingDefaults
 from autotune.engines.image import ContainerImage
+from autotune.engines.layout import Layout
 from autotune.engines.readiness import Readiness, lists_model
 from autotune.errors import FailureKind, UnsupportedConfig
-from autotune.models import ModelInfo, resolve_model
+from autotune.models import ModelInfo, load_tokenizer, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class RuleContext:
     hardware: Hardware
     model: ModelInfo | None
     version: Version
+    gpus: int  # the GPUs the engine's layout of the configuration occupies (Engine.gpus_used)
 
 
 @dataclass(frozen=True)
@@ -99,14 +100,16 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _patterns(*pairs: tuple[FailureKind, str]) -> tuple[tuple[FailureKind, re.Pattern[str]], ...]:
+def log_patterns(*pairs: tuple[FailureKind, str]) -> tuple[tuple[FailureKind, re.Pattern[str]], ...]:
+    """An adapter's ``failure_patterns``: (kind, regular expression) pairs, the first whose pattern a log matches
+    wins."""
     return tuple((kind, re.compile(pattern)) for kind, pattern in pairs)
 
 
 # Real messages from the engines. Order matters: the first kind that matches wins, and the most
 # specific causes come first (an OOM traceback also contains generic "Error" lines).
 API_KEY_FLAG = "--api-key"  # how vLLM and SGLang take the key their clients must send
-COMMON_FAILURE_PATTERNS = _patterns(
+COMMON_FAILURE_PATTERNS = log_patterns(
     (FailureKind.PORT_IN_USE, r"Address already in use|\[Errno 98\]"),
     (FailureKind.BAD_FLAG, r"unrecognized arguments|invalid choice|error: argument|Extra inputs are not permitted"),
     (FailureKind.OOM, r"CUDA out of memory|OutOfMemoryError|out of memory|Not enough memory"),
@@ -137,17 +140,18 @@ print(name, version)
 """
 
 
-def transformers_only_knobs(engine: str) -> dict[str, str]:
-    """The knobs only `transformers serve` has, with why ``engine`` (a serving engine) refuses them."""
-    return {
-        "continuous_batching": f"{engine} always batches continuously: leave continuous_batching unset",
-        "torch_compile": f"{engine} compiles on its own (its switch here is cuda_graph): leave torch_compile unset",
-        "kv_cache_blocks": f"{engine} sizes its KV cache by gpu_memory_utilization: leave kv_cache_blocks unset",
-    }
+# The request fields beyond the OpenAI API that vllm bench sends (ignore_eos for fixed-length runs) and vLLM-style
+# servers accept; the benchmark client sends a field only where the engine lists it (``request_extensions``).
+VLLM_REQUEST_EXTENSIONS = frozenset({"ignore_eos", "repetition_penalty"})
+# Knobs every adapter takes the same way, so none declares them: which adapter, which flags' spelling, what to serve,
+# and the verbatim additions.
+COMMON_KNOBS = frozenset({"engine", "engine_version", "model", "extra_args", "env"})
 
 
 class Engine(ABC):
-    """An engine adapter. Subclasses set the class attributes and implement ``render``.
+    """An engine adapter: one file that owns everything about its engine. Subclasses set the class attributes
+    (``accepts`` declares the canonical knobs it renders; every other knob is refused) and implement ``render``;
+    ``layout`` is overridden where the engine places a configuration otherwise than tp × pp × dp GPUs.
 
     Args:
         executable: how to invoke the engine's CLI on this machine (e.g. ``["vllm"]`` or
@@ -155,23 +159,45 @@ class Engine(ABC):
     """
 
     name: ClassVar[str]
+    label: ClassVar[str] = ""  # how messages name the engine (``vLLM``); default: its name
+    # the canonical knobs (ServerConfig's fields beyond COMMON_KNOBS) this adapter renders; the rest are refused
+    accepts: ClassVar[frozenset[str]] = frozenset()
+    # why the engine has no such knob and what to use instead, for some knobs it refuses (by default: "has no X knob")
+    refusal_notes: ClassVar[dict[str, str]] = {}
+    # knob -> why this engine refuses it: every knob it does not accept (derived from ``accepts``)
+    unsupported_knobs: ClassVar[dict[str, str]] = {}
     default_executable: ClassVar[tuple[str, ...]]
     default_version: ClassVar[str]
     readiness_path: ClassVar[str] = "/health"
     # request fields beyond the OpenAI API that the server accepts (a strict server refuses a request with others)
-    request_extensions: ClassVar[frozenset[str]] = REQUEST_EXTENSIONS
+    request_extensions: ClassVar[frozenset[str]] = VLLM_REQUEST_EXTENSIONS
     chat_length_field: ClassVar[str] = "max_completion_tokens"  # the chat request field the server reads as length
     # the environment variable the engine reads its API key from, besides its --api-key flag (vLLM's VLLM_API_KEY)
     api_key_env: ClassVar[str | None] = None
     rules: ClassVar[tuple[Rule, ...]] = ()
-    # knob -> why this engine has no such knob; setting it is refused rather than silently dropped.
-    unsupported_knobs: ClassVar[dict[str, str]] = {}
     failure_patterns: ClassVar[tuple[tuple[FailureKind, re.Pattern[str]], ...]] = ()
     # the engine's official container image (`study best --docker`); None: it has none, the command runs on the node
     image: ClassVar[ContainerImage | None] = None
     # the engine's Python package: a launch that cannot import it cannot start for any configuration
     package: ClassVar[str] = ""
     pip_requirement: ClassVar[str] = ""  # what `pip install` takes to install the engine (default: ``package``)
+    # what `autotune init` writes for the engine; None: init refuses it, saying ``init_refusal``
+    init_defaults: ClassVar[InitDefaults | None] = None
+    init_refusal: ClassVar[str] = ""
+    # the engine's own defaults and quirks, as the simulator imitates them (None: a generic continuous batcher)
+    serving_defaults: ClassVar[ServingDefaults | None] = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Derive what the adapter refuses from what it declares it accepts: an adapter that declares nothing
+        refuses every canonical knob (it renders only the model, extra_args and env)."""
+        super().__init_subclass__(**kwargs)
+        if "unsupported_knobs" not in cls.__dict__:
+            unknown = cls.accepts - set(KNOBS)
+            if unknown:
+                raise TypeError(f"{cls.__qualname__}.accepts names no knob of ServerConfig: {sorted(unknown)}")
+            label = cls.label or cls.name
+            cls.unsupported_knobs = {knob: cls.refusal_notes.get(knob, f"{label} has no {knob} knob")
+                                     for knob in KNOBS if knob not in cls.accepts | COMMON_KNOBS}  # fmt: skip
 
     def __init__(self, executable: Sequence[str] | None = None) -> None:
         self.executable = tuple(executable) if executable else self.default_executable
@@ -249,7 +275,7 @@ class Engine(ABC):
         model = resolve_model(config.model)
         if model is None:
             log.info("no model-specific rules for %s: unknown model", config.model)
-        context = RuleContext(config, hardware, model, self.version(config))
+        context = RuleContext(config, hardware, model, self.version(config), self.gpus_used(config))
         for rule in self.rules:
             reason = rule.test(context)
             if reason:
@@ -294,9 +320,16 @@ class Engine(ABC):
         """A benchmark result in the engine's own time (the identity, except for a time-scaled simulator)."""
         return result
 
+    def layout(self, config: ServerConfig) -> Layout:
+        """How a launch of ``config`` places the model on GPUs: the one answer the static rules, the simulator,
+        `autotune init` and a node's GPU slots ask for. By default dp copies of a tp × pp group, each scheduling its
+        own batch (engines with DP attention inside the tensor-parallel group override this)."""
+        group, dp = (config.tp or 1) * (config.pp or 1), config.dp or 1
+        return Layout(group * dp, dp, group, (config.ep or 1) > 1, independent_replicas=dp > 1)
+
     def gpus_used(self, config: ServerConfig) -> int:
-        """GPUs a launch occupies: TP × PP × DP (engines with attention-DP inside TP override this)."""
-        return (config.tp or 1) * (config.pp or 1) * (config.dp or 1)
+        """GPUs a launch occupies (its ``layout``'s)."""
+        return self.layout(config).gpus
 
     def _refuse_unsupported_knobs(self, config: ServerConfig) -> None:
         for knob, reason in self.unsupported_knobs.items():

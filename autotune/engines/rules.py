@@ -7,19 +7,15 @@ from autotune.engines.base import Rule, RuleContext
 _DEFAULT_MEMORY_FRACTION = 0.9
 
 
-def _gpus_fit(engine_gpus):
-    def test(ctx: RuleContext) -> str | None:
-        needed, available = engine_gpus(ctx.config), ctx.hardware.gpus
-        if available and needed > available:
-            return f"the layout needs {needed} GPUs (tp={ctx.config.tp}, pp={ctx.config.pp}, dp={ctx.config.dp}) but the machine has {available}"
-        return None
-
-    return test
+def _gpus_fit(ctx: RuleContext) -> str | None:
+    needed, available = ctx.gpus, ctx.hardware.gpus
+    if available and needed > available:
+        return f"the layout needs {needed} GPUs (tp={ctx.config.tp}, pp={ctx.config.pp}, dp={ctx.config.dp}) but the machine has {available}"
+    return None
 
 
-def gpu_count_rule(engine_gpus) -> Rule:
-    """The layout must not need more GPUs than the machine has; ``engine_gpus`` counts them the engine's way."""
-    return Rule("gpu-count", "the parallel layout fits in the machine's GPUs", _gpus_fit(engine_gpus))
+# The layout must not need more GPUs than the machine has; the adapter counts them (Engine.layout).
+GPU_COUNT = Rule("gpu-count", "the parallel layout fits in the machine's GPUs", _gpus_fit)
 
 
 def _weight_shards(ctx: RuleContext) -> int:

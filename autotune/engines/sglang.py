@@ -5,10 +5,13 @@ from __future__ import annotations
 from packaging.version import Version
 
 from autotune.config import ServerConfig
-from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
+from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, log_patterns
+from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefaults
 from autotune.engines.image import ContainerImage
-from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, WEIGHTS_FIT, gpu_count_rule
+from autotune.engines.layout import Layout
+from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, GPU_COUNT, WEIGHTS_FIT
 from autotune.errors import FailureKind
+from autotune.models import ModelInfo
 
 # 0.5.23 renamed --nsa-*-backend to --dsa-*-backend, replaced --enable-dp-attention with --attn-dp-size N and
 # --disable-cuda-graph with --cuda-graph-backend-{decode,prefill} disabled, and added --dcp-size.
@@ -16,12 +19,6 @@ _RENAMES_SINCE = Version("0.5.23")
 _KV_DTYPE = {"fp8": "fp8_e4m3"}  # SGLang has no plain "fp8" (argparse: invalid choice)
 _NSA_KV_DTYPES = frozenset({"auto", "bf16", "fp8", "fp8_e4m3"})
 _LONGER_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
-
-
-def _gpus(cfg: ServerConfig) -> int:
-    # With DP attention the DP ranks live inside the TP group: GPUs = tp.
-    dp = 1 if cfg.dp_attention else (cfg.dp or 1)
-    return (cfg.tp or 1) * (cfg.pp or 1) * dp
 
 
 def _dp_divides_tp(ctx: RuleContext) -> str | None:
@@ -76,14 +73,44 @@ def _context_within_model(ctx: RuleContext) -> str | None:
     return reason and f"{reason}; SGLang needs env {_LONGER_CONTEXT_ENV}=1 for that"
 
 
+def _init_attention(info: ModelInfo) -> tuple[list[str | None], str]:
+    if info.sparse_attention:
+        return [None, "nsa"], "sparse attention (NSA)"
+    if info.latent_attention:
+        return [None, "flashmla", "fa3", "triton"], "MLA backends"
+    return [None, "fa3", "flashinfer", "triton"], "null: SGLang picks"
+
+
+def _init_moe_layouts(gpus: int) -> list[LayoutChoice]:
+    # SGLang: DP attention ranks live inside the TP group
+    ep = f"experts spread over all {gpus} GPUs"
+    return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
+            ({"tp": gpus, "dp": gpus, "dp_attention": True}, "DP attention: one attention replica per GPU"),
+            ({"tp": gpus, "dp": gpus, "dp_attention": True, "ep": gpus}, f"DP attention + {ep}")]  # fmt: skip
+
+
 class SglangEngine(Engine):
     name = "sglang"
+    label = "SGLang"
     default_executable = ("python3", "-m", "sglang.launch_server")
     default_version = "0.5.23"
     image = ContainerImage("lmsysorg/sglang:v{version}")
     package = "sglang"
-    unsupported_knobs = {"tokenizer_mode": "SGLang has no tokenizer-mode flag", **transformers_only_knobs("SGLang")}
-    failure_patterns = _patterns(
+    accepts = frozenset({
+        "served_model_name", "tp", "pp", "dp", "ep", "dp_attention", "dcp", "attention_backend",
+        "prefill_attention_backend", "decode_attention_backend", "kv_cache_dtype", "max_model_len", "max_num_seqs",
+        "max_num_batched_tokens", "gpu_memory_utilization", "speculative", "cuda_graph", "deep_gemm", "dtype",
+        "reasoning_parser", "tool_call_parser", "chat_template",
+    })  # fmt: skip
+    refusal_notes = {"tokenizer_mode": "SGLang has no tokenizer-mode flag"}
+    init_defaults = InitDefaults("fp8_e4m3", _init_attention, (None, "mtp:1", "mtp:3"), moe_layouts=_init_moe_layouts)
+    # chunked prefill 8192, mem_fraction_static ~0.88, an overlap scheduler that hides most of the CPU work of a step
+    # (off with speculative decoding, which also resets max_running_requests to 48)
+    serving_defaults = ServingDefaults(
+        4096, 8192, 0.88, 0.5e-3, speculative_max_running=48, speculative_step_overhead_s=2e-3,
+        oom_message="RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    )  # fmt: skip
+    failure_patterns = log_patterns(
         (FailureKind.OOM, r"Not enough memory\. Please try to increase --mem-fraction-static"),
         (
             FailureKind.UNSUPPORTED,
@@ -93,7 +120,7 @@ class SglangEngine(Engine):
         ),
     )
     rules = (
-        gpu_count_rule(_gpus),
+        GPU_COUNT,
         WEIGHTS_FIT,
         Rule(
             "context-within-model",
@@ -109,8 +136,14 @@ class SglangEngine(Engine):
         Rule("dcp-needs-0.5.23", "decode context parallelism needs SGLang ≥ 0.5.23", _dcp_needs_new_version),
     )
 
-    def gpus_used(self, config: ServerConfig) -> int:
-        return _gpus(config)
+    def layout(self, config: ServerConfig) -> Layout:
+        """With DP attention the dp attention ranks live inside the tp × pp group (its GPUs; DP attention is off
+        when dp is 1); without it each of the dp replicas gets its own tp × pp GPUs: tp × pp × dp in all."""
+        tp, pp, dp = config.tp or 1, config.pp or 1, config.dp or 1
+        expert_parallel = (config.ep or 1) > 1
+        if config.dp_attention:
+            return Layout.of(tp * pp, dp, expert_parallel)
+        return Layout.of(tp * pp * dp, dp, expert_parallel, independent_replicas=dp > 1)
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, renamed = config, version >= _RENAMES_SINCE

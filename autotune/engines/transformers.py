@@ -15,13 +15,12 @@ import re
 from packaging.version import Version
 
 from autotune.config import ServerConfig
-from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns
+from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, log_patterns
 from autotune.engines.readiness import Readiness, answers_a_request
 from autotune.errors import FailureKind
 
 # the knobs that configure the continuous-batching scheduler (--cb-*): meaningless, and ignored, without it
 _CB_KNOBS = ("cuda_graph", "max_num_batched_tokens", "kv_cache_blocks", "gpu_memory_utilization")
-_NO_SUCH_KNOB = "transformers serve has no such flag"
 _CUDA_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 
 
@@ -34,13 +33,14 @@ def _cb_knobs_need_continuous_batching(ctx: RuleContext) -> str | None:
 
 
 def _one_gpu(ctx: RuleContext) -> str | None:
-    if (ctx.config.tp or 1) * (ctx.config.pp or 1) * (ctx.config.dp or 1) > 1:
+    if ctx.gpus > 1:
         return "transformers serve runs one model copy on one device (no tp/pp/dp)"
     return None
 
 
 class TransformersEngine(Engine):
     name = "transformers"
+    label = "transformers serve"
     default_executable = ("transformers",)
     default_version = "5.17.0"
     image = None  # no official image runs `transformers serve`: the command runs on the node
@@ -48,24 +48,23 @@ class TransformersEngine(Engine):
     readiness_path = "/health"
     request_extensions = frozenset()
     chat_length_field = "max_tokens"  # 5.19 logs "Ignoring unsupported fields ... 'max_completion_tokens'"
-    unsupported_knobs = {
+    # tp, pp and dp are accepted to be refused by the one-device rule, which says why
+    accepts = frozenset({
+        "tp", "pp", "dp", "attention_backend", "max_num_batched_tokens", "gpu_memory_utilization", "cuda_graph",
+        "continuous_batching", "torch_compile", "kv_cache_blocks", "dtype",
+    })  # fmt: skip
+    refusal_notes = {
         "served_model_name": "transformers serve answers to the model path; clients use it",
-        "ep": _NO_SUCH_KNOB,
-        "dp_attention": _NO_SUCH_KNOB,
-        "dcp": _NO_SUCH_KNOB,
         "prefill_attention_backend": "one attention implementation: use attention_backend",
         "decode_attention_backend": "one attention implementation: use attention_backend",
         "kv_cache_dtype": "transformers serve keeps the KV cache in the model dtype",
-        "max_model_len": _NO_SUCH_KNOB,
         "max_num_seqs": "the continuous-batching scheduler is bounded by tokens (max_num_batched_tokens)",
         "speculative": "transformers serve has no speculative decoding",
-        "deep_gemm": _NO_SUCH_KNOB,
         "reasoning_parser": "use extra_args ['--reasoning', 'on'] (it applies the chat template's own)",
-        "tool_call_parser": _NO_SUCH_KNOB,
         "chat_template": "transformers serve uses the model's chat template",
-        "tokenizer_mode": _NO_SUCH_KNOB,
     }
-    failure_patterns = _patterns(
+    init_refusal = "a one-GPU research server: start from `autotune space show transformers-h200`"
+    failure_patterns = log_patterns(
         # the attention implementation's package is missing: the configuration cannot run on this machine
         (
             FailureKind.UNSUPPORTED,

@@ -10,20 +10,18 @@ import yaml
 from packaging.version import Version
 
 from autotune.config import ServerConfig
-from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
+from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, log_patterns
+from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefaults
 from autotune.engines.image import ContainerImage
-from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, WEIGHTS_FIT, gpu_count_rule, only_mtp_rule
+from autotune.engines.layout import Layout
+from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, GPU_COUNT, WEIGHTS_FIT, only_mtp_rule
 from autotune.errors import FailureKind
+from autotune.models import ModelInfo
 
 EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
 # Unknown attn_backend names silently fall back to TRTLLM: the trial would measure something else than it says.
 _ATTENTION_BACKENDS = ("TRTLLM", "FLASHINFER", "VANILLA")
 _KV_DTYPE = {"auto": "auto", "fp8": "fp8", "fp8_e4m3": "fp8"}
-
-
-def _gpus(cfg: ServerConfig) -> int:
-    # Attention DP runs inside the TP group; there is no separate DP size.
-    return (cfg.tp or 1) * (cfg.pp or 1)
 
 
 def _attention_backend_known(ctx: RuleContext) -> str | None:
@@ -48,22 +46,41 @@ def _dp_is_attention_dp(ctx: RuleContext) -> str | None:
     return None
 
 
+def _init_attention(info: ModelInfo) -> tuple[list[str | None], str]:
+    return [None, "TRTLLM", "FLASHINFER"], "TRT-LLM's own kernels or FlashInfer"
+
+
+def _init_moe_layouts(gpus: int) -> list[LayoutChoice]:
+    ep = f"experts spread over all {gpus} GPUs"
+    return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
+            ({"tp": gpus, "ep": gpus, "dp": gpus, "dp_attention": True}, f"attention DP + {ep}")]  # fmt: skip
+
+
 class TrtllmEngine(Engine):
     name = "trtllm"
+    label = "TRT-LLM"
     default_executable = ("trtllm-serve",)
     default_version = "1.2.0"
     image = ContainerImage("nvcr.io/nvidia/tensorrt-llm/release:{version}")
     package, pip_requirement = "tensorrt_llm", "tensorrt-llm"
-    unsupported_knobs = {
+    accepts = frozenset({
+        "tp", "pp", "dp", "ep", "dp_attention", "attention_backend", "kv_cache_dtype", "max_model_len", "max_num_seqs",
+        "max_num_batched_tokens", "gpu_memory_utilization", "speculative", "cuda_graph", "deep_gemm",
+        "reasoning_parser", "tool_call_parser", "chat_template",
+    })  # fmt: skip
+    refusal_notes = {
         "served_model_name": "trtllm-serve has no served-model-name flag; clients use the model path",
         "dcp": "TRT-LLM has no decode context parallelism knob",
         "prefill_attention_backend": "TRT-LLM has one attention backend; use attention_backend",
         "decode_attention_backend": "TRT-LLM has one attention backend; use attention_backend",
-        **transformers_only_knobs("TRT-LLM"),
         "dtype": "TRT-LLM takes the dtype from the model checkpoint",
         "tokenizer_mode": "TRT-LLM has no tokenizer-mode flag",
     }
-    failure_patterns = _patterns(
+    init_defaults = InitDefaults("fp8", _init_attention, (None, "mtp:1", "mtp:3"), data_parallel_copies=False,
+                                 moe_layouts=_init_moe_layouts)  # fmt: skip
+    # max_batch_size 2048, max_num_tokens 8192, 0.9 of free memory for KV
+    serving_defaults = ServingDefaults(2048, 8192, 0.9, 1e-3)
+    failure_patterns = log_patterns(
         (FailureKind.BAD_FLAG, r"Extra inputs are not permitted"),
         (
             FailureKind.UNSUPPORTED,
@@ -71,7 +88,7 @@ class TrtllmEngine(Engine):
         ),
     )
     rules = (
-        gpu_count_rule(_gpus),
+        GPU_COUNT,
         WEIGHTS_FIT,
         CONTEXT_WITHIN_MODEL,
         EP_DIVIDES_TP,
@@ -85,8 +102,11 @@ class TrtllmEngine(Engine):
         only_mtp_rule("TRT-LLM"),
     )
 
-    def gpus_used(self, config: ServerConfig) -> int:
-        return _gpus(config)
+    def layout(self, config: ServerConfig) -> Layout:
+        """Attention DP runs inside the tp × pp group and spans it (one rank per GPU of the TP group); there is no
+        separate DP size (dp > 1 is only attention DP, a rule says)."""
+        tp, pp = config.tp or 1, config.pp or 1
+        return Layout.of(tp * pp, tp if config.dp_attention else 1, (config.ep or 1) > 1)
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, out = config, ArgvBuilder([*self.executable, config.model])

@@ -7,10 +7,13 @@ import json
 from packaging.version import Version
 
 from autotune.config import ServerConfig
-from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, _patterns, transformers_only_knobs
+from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, log_patterns
+from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefaults
 from autotune.engines.image import ContainerImage
-from autotune.engines.rules import CONTEXT_WITHIN_MODEL, WEIGHTS_FIT, gpu_count_rule, only_mtp_rule
+from autotune.engines.layout import Layout
+from autotune.engines.rules import CONTEXT_WITHIN_MODEL, GPU_COUNT, WEIGHTS_FIT, only_mtp_rule
 from autotune.errors import FailureKind
+from autotune.models import ModelInfo
 
 # VLLM_ATTENTION_BACKEND is deprecated in 0.13 and silently ignored from 0.14 on; the flag replaces it.
 _ATTENTION_FLAG_SINCE = Version("0.14")
@@ -69,19 +72,43 @@ def _sparse_dcp(ctx: RuleContext) -> str | None:
     return None
 
 
+def _init_attention(info: ModelInfo) -> tuple[list[str | None], str]:
+    if info.sparse_attention:
+        return [None, "FLASHMLA_SPARSE"], "sparse attention: only the sparse MLA backend"
+    if info.latent_attention:
+        return [None, "FLASHMLA", "CUTLASS_MLA", "TRITON_MLA"], "MLA backends"
+    return [None, "FLASH_ATTN", "FLASHINFER"], "null: vLLM picks"
+
+
+def _init_moe_layouts(gpus: int) -> list[LayoutChoice]:
+    # vLLM: EP spans tp×dp; DP attention is dp>1 with EP
+    ep = f"experts spread over all {gpus} GPUs"
+    return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
+            ({"tp": 1, "dp": gpus, "ep": gpus, "dp_attention": True}, f"DP attention + {ep}")]  # fmt: skip
+
+
 class VllmEngine(Engine):
     name = "vllm"
+    label = "vLLM"
     default_executable = ("vllm",)
     default_version = "0.33.0"
     image = ContainerImage("vllm/vllm-openai:v{version}", entrypoint=("vllm", "serve"))
     package = "vllm"
     api_key_env = "VLLM_API_KEY"
-    unsupported_knobs = {
+    accepts = frozenset({
+        "served_model_name", "tp", "pp", "dp", "ep", "dp_attention", "dcp", "attention_backend", "kv_cache_dtype",
+        "max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "speculative",
+        "cuda_graph", "deep_gemm", "dtype", "reasoning_parser", "tool_call_parser", "chat_template", "tokenizer_mode",
+    })  # fmt: skip
+    refusal_notes = {
         "prefill_attention_backend": "vLLM has one attention backend for prefill and decode; use attention_backend",
         "decode_attention_backend": "vLLM has one attention backend for prefill and decode; use attention_backend",
-        **transformers_only_knobs("vLLM"),
     }
-    failure_patterns = _patterns(
+    init_defaults = InitDefaults("fp8", _init_attention, (None, "mtp:1", "mtp:2"), moe_layouts=_init_moe_layouts)
+    # V1 on ≥70 GB GPUs: max_num_seqs 1024, max_num_batched_tokens 8192, gpu_memory_utilization 0.9; it refuses to
+    # start unless one request of max_model_len fits the KV cache
+    serving_defaults = ServingDefaults(1024, 8192, 0.9, 2e-3, needs_one_full_request=True)
+    failure_patterns = log_patterns(
         (
             FailureKind.OOM,
             r"To serve at least one request with the models's max seq len|No available memory for the cache blocks",
@@ -94,7 +121,7 @@ class VllmEngine(Engine):
         ),
     )
     rules = (
-        gpu_count_rule(lambda cfg: (cfg.tp or 1) * (cfg.pp or 1) * (cfg.dp or 1)),
+        GPU_COUNT,
         WEIGHTS_FIT,
         CONTEXT_WITHIN_MODEL,
         Rule("batched-tokens-cover-seqs", "max_num_batched_tokens ≥ max_num_seqs", _batched_tokens_cover_seqs),
@@ -105,6 +132,12 @@ class VllmEngine(Engine):
         Rule("sparse-dcp", "DCP with sparse attention needs vLLM > 0.13", _sparse_dcp),
         only_mtp_rule("vLLM"),
     )
+
+    def layout(self, config: ServerConfig) -> Layout:
+        """-dp runs dp full replicas of the TP group (tp × pp × dp GPUs); with EP (or DP attention) they share the
+        experts."""
+        tp, pp, dp = config.tp or 1, config.pp or 1, config.dp or 1
+        return Layout.of(tp * pp * dp, dp, bool(config.dp_attention or (config.ep or 1) > 1))
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, out = config, ArgvBuilder([*self.executable, "serve", config.model])

@@ -13,12 +13,14 @@ import warnings
 
 from autotune.bench.datasets import BenchRequest
 from autotune.config import Hardware, ServerConfig
+from autotune.engines.layout import Layout
 from autotune.errors import FailureKind, StartupFailure, UsageError
 from autotune.sim.analytic import engine_layout
 from autotune.sim.specs import model_shape
 from autotune.space import Workload
 
-DB_VERSION = {"sglang": "0.5.14", "trtllm": "1.3.0rc20", "vllm": "0.24.0"}  # pinned: ~100× faster calls
+# aiconfigurator's own backends and the versions of their measured databases, pinned: ~100× faster calls
+DB_VERSION = {"sglang": "0.5.14", "trtllm": "1.3.0rc20", "vllm": "0.24.0"}
 SYSTEMS = {"H200": "h200_sxm", "H100": "h100_sxm", "B200": "b200_sxm"}
 # aiconfigurator ships DeepSeek-V3's config, not V3.2's; the two share every dense shape
 MODEL_NAMES = {"DeepSeek-V3.2": "deepseek-ai/DeepSeek-V3", "DeepSeek-V3.2-Exp": "deepseek-ai/DeepSeek-V3",
@@ -41,6 +43,9 @@ def _estimate():
 class AiconfiguratorModel:
     def __init__(self, config: ServerConfig, hardware: Hardware) -> None:
         self.config, self.hardware = config, hardware
+        if config.engine not in DB_VERSION:  # an engine it has no measurements of: it cannot model it
+            raise StartupFailure(FailureKind.NO_DATA, f"aiconfigurator models {', '.join(DB_VERSION)}, not "
+                                 f"{config.engine}; fix: performance_model analytic")  # fmt: skip
         shape = model_shape(config.model)
         self.model = MODEL_NAMES.get(shape.name if shape else "", config.model)
         self.system = SYSTEMS.get((hardware.gpu or "").upper()[:4])
@@ -55,12 +60,17 @@ class AiconfiguratorModel:
         return dict(mode="agg", backend_name=cfg.engine, backend_version=DB_VERSION[cfg.engine],
                     isl=workload.input_len, osl=workload.output_len,
                     batch_size=max(1, concurrency // layout.ranks), ctx_tokens=cfg.max_num_batched_tokens,
-                    tp_size=layout.rank_gpus, pp_size=cfg.pp or 1, attention_dp_size=layout.ranks,
-                    moe_ep_size=layout.gpus if layout.expert_parallel else None,
-                    moe_tp_size=None if layout.expert_parallel else layout.gpus,
+                    tp_size=layout.rank_gpus, pp_size=cfg.pp or 1, attention_dp_size=self._engine_ranks(layout),
+                    moe_ep_size=layout.expert_gpus if layout.expert_parallel else None,
+                    moe_tp_size=None if layout.expert_parallel else layout.expert_gpus,
                     kvcache_quant_mode="fp8" if (cfg.kv_cache_dtype or "").startswith("fp8") else None,
                     nextn=nextn, nextn_accepted=0.85 * nextn if nextn else None,
                     free_gpu_memory_fraction=cfg.gpu_memory_utilization)  # fmt: skip
+
+    @staticmethod
+    def _engine_ranks(layout: Layout) -> int:
+        """The attention-DP ranks of one engine: independent replicas are estimated one at a time."""
+        return 1 if layout.independent_replicas else layout.ranks
 
     def evaluate(self, workload: Workload, requests: list[BenchRequest], model_name: str) -> dict:
         cli_estimate, no_data = _estimate()
@@ -74,8 +84,9 @@ class AiconfiguratorModel:
         except ValueError as exc:
             raise StartupFailure(FailureKind.UNSUPPORTED, f"aiconfigurator: {exc}") from None
         raw = estimate.raw
-        gpus = int(raw["num_total_gpus"])
-        output = float(raw["tokens/s/gpu"]) * gpus
+        layout = engine_layout(self.config)
+        replicas = layout.ranks if layout.independent_replicas else 1  # the estimate is one replica's
+        output = float(raw["tokens/s/gpu"]) * int(raw["num_total_gpus"]) * replicas
         total = output * (workload.input_len + workload.output_len) / workload.output_len
         ttft, tpot = float(estimate.ttft), float(estimate.tpot)
         return {"output_throughput": output, "total_token_throughput": total, "mean_ttft_ms": ttft,

@@ -22,6 +22,9 @@ import math
 from dataclasses import dataclass
 
 from autotune.config import Hardware, ServerConfig
+from autotune.engines import get_engine
+from autotune.engines.defaults import ServingDefaults
+from autotune.engines.layout import Layout
 from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.specs import DeviceSpec, ModelShape, device_spec, model_shape
 
@@ -38,25 +41,6 @@ BANDWIDTH_EFFICIENCY, COMPUTE_EFFICIENCY = 0.8, 0.5  # what well-tuned kernels r
 GIB = 1024**3
 
 
-@dataclass(frozen=True)
-class EngineDefaults:
-    """An engine's own defaults where the knobs are left unset, and its fixed cost per step."""
-
-    max_running: int
-    batched_tokens: int
-    memory_fraction: float
-    step_overhead_s: float
-
-
-# vLLM V1 on ≥70 GB GPUs: max_num_seqs 1024, max_num_batched_tokens 8192, gpu_memory_utilization 0.9. SGLang: chunked
-# prefill 8192, mem_fraction_static ~0.88, an overlap scheduler that hides most of the CPU work of a step. TRT-LLM:
-# max_batch_size 2048, max_num_tokens 8192, 0.9 of free memory for KV.
-ENGINE_DEFAULTS = {
-    "vllm": EngineDefaults(1024, 8192, 0.9, 2e-3),
-    "sglang": EngineDefaults(4096, 8192, 0.88, 0.5e-3),
-    "trtllm": EngineDefaults(2048, 8192, 0.9, 1e-3),
-}
-SGLANG_SPECULATIVE_MAX_RUNNING = 48  # SGLang resets max_running_requests to 48 for speculative decoding
 NO_CUDA_GRAPH_LAUNCH_S = 4e-6 * 12  # per layer: ~12 kernel launches of ~4 µs each when not captured in a graph
 
 
@@ -70,27 +54,14 @@ class RankLoad:
     prefill_context: int = 0
 
 
-@dataclass(frozen=True)
-class Layout:
-    gpus: int
-    ranks: int  # attention-DP ranks, each scheduling its own batch
-    rank_gpus: int  # GPUs per rank (its tensor-parallel group)
-    expert_parallel: bool
-
-
 def engine_layout(config: ServerConfig) -> Layout:
-    """How ``config`` places the model on GPUs, each engine's way."""
-    tp, pp, dp = config.tp or 1, config.pp or 1, config.dp or 1
-    if config.engine == "vllm":  # -dp runs dp full replicas of the TP group; with EP they share the experts
-        gpus, ranks = tp * pp * dp, dp
-        expert_parallel = bool(config.dp_attention or (config.ep or 1) > 1)
-    elif config.engine == "sglang":  # attention DP lives inside the TP group; --dp alone (no DP attention) is ignored
-        gpus, ranks = tp * pp, dp if config.dp_attention else 1
-        expert_parallel = (config.ep or 1) > 1
-    else:  # trtllm: attention DP spans the whole TP group
-        gpus, ranks = tp * pp, tp if config.dp_attention else 1
-        expert_parallel = (config.ep or 1) > 1
-    return Layout(gpus, ranks, max(1, gpus // ranks), expert_parallel)
+    """How ``config`` places the model on GPUs: its engine adapter's answer (the one the rules and GPU slots get)."""
+    return get_engine(config.engine).layout(config)
+
+
+def engine_defaults(config: ServerConfig) -> ServingDefaults:
+    """The engine's own defaults and quirks (its adapter's), or a generic continuous batcher's."""
+    return get_engine(config.engine).serving_defaults or ServingDefaults()
 
 
 class AnalyticProfile:
@@ -100,7 +71,7 @@ class AnalyticProfile:
                  token_cost_s: float | None = None) -> None:  # fmt: skip
         self.config, self.shape, self.device = config, shape, device
         self.layout = engine_layout(config)
-        self.defaults = ENGINE_DEFAULTS.get(config.engine, ENGINE_DEFAULTS["vllm"])
+        self.defaults = engine_defaults(config)
         self.token_cost_s = TOKEN_COST_S.get(self.cost_group, 0.0) if token_cost_s is None else token_cost_s
         self.kv_bytes = shape.kv_bytes / (2 if (config.kv_cache_dtype or "auto").startswith("fp8") else 1)
         self.max_model_len = min(config.max_model_len or shape.max_positions, shape.max_positions)
@@ -112,22 +83,23 @@ class AnalyticProfile:
     @property
     def cost_group(self) -> tuple[str, str]:
         """The key of TOKEN_COST_S this configuration falls in: its engine and whether attention is data-parallel."""
-        return self.config.engine, "dp" if self.layout.ranks > 1 else "tp"
+        attention_dp = self.layout.ranks > 1 and not self.layout.independent_replicas  # replicas each attend by TP
+        return self.config.engine, "dp" if attention_dp else "tp"
 
     @property
     def ranks(self) -> int:
         return self.layout.ranks
 
     def _default_max_running(self) -> int:
-        if self.config.engine == "sglang" and self.speculation:
-            return SGLANG_SPECULATIVE_MAX_RUNNING
+        if self.speculation and self.defaults.speculative_max_running:
+            return self.defaults.speculative_max_running
         return self.defaults.max_running
 
     # -- memory --------------------------------------------------------------------------------------------------
     def weights_per_gpu(self) -> float:
         s, lay = self.shape, self.layout
         dense = (s.attention_params + s.other_dense_params) * s.bytes_per_param / lay.rank_gpus
-        experts = s.expert_params * s.experts * s.moe_layers * s.bytes_per_param / lay.gpus
+        experts = s.expert_params * s.experts * s.moe_layers * s.bytes_per_param / lay.expert_gpus
         return dense + experts
 
     def kv_bytes_per_token(self) -> float:
@@ -144,7 +116,7 @@ class AnalyticProfile:
         if free <= 0:
             raise StartupFailure(FailureKind.OOM, self._oom_message(weights, budget))
         tokens = int(free / self.kv_bytes_per_token())
-        if self.config.engine == "vllm" and tokens < self.max_model_len:
+        if self.defaults.needs_one_full_request and tokens < self.max_model_len:
             needed = self.max_model_len * self.kv_bytes_per_token() / GIB
             raise StartupFailure(FailureKind.OOM, (
                 f"ValueError: To serve at least one request with the models's max seq len ({self.max_model_len}), "
@@ -155,8 +127,8 @@ class AnalyticProfile:
         return tokens
 
     def _oom_message(self, weights: float, budget: float) -> str:
-        if self.config.engine == "sglang":
-            return "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+        if self.defaults.oom_message:
+            return self.defaults.oom_message
         return (
             f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {weights / GIB:.2f} GiB. GPU 0 has a total "
             f"capacity of {self.device.memory / GIB:.2f} GiB of which {budget / GIB:.2f} GiB may be used."
@@ -202,12 +174,14 @@ class AnalyticProfile:
 
     def _experts_time(self, tokens: int) -> float:
         """Routed experts over the whole node: each one a token touches is read once per step."""
-        s = self.shape
+        s, lay = self.shape, self.layout
         if not s.moe_layers:
             return 0.0
+        if lay.independent_replicas:  # each replica reads the experts its own share of the tokens touches, in parallel
+            tokens = math.ceil(tokens / lay.ranks)
         touched = s.experts * (1 - (1 - s.experts_per_token / s.experts) ** tokens)
-        bytes_read = touched * s.expert_params * s.moe_layers * s.bytes_per_param / self.layout.gpus
-        flops = 2 * s.expert_params * s.experts_per_token * s.moe_layers * tokens / self.layout.gpus
+        bytes_read = touched * s.expert_params * s.moe_layers * s.bytes_per_param / lay.expert_gpus
+        flops = 2 * s.expert_params * s.experts_per_token * s.moe_layers * tokens / lay.expert_gpus
         return self._roofline(bytes_read, flops)
 
     def _communication(self, rank_tokens: int, total_tokens: int) -> float:
@@ -218,7 +192,7 @@ class AnalyticProfile:
             seconds += (
                 2 * s.layers * (dev.collective_latency_s + rank_tokens * s.hidden * 2 * ring / dev.link_bandwidth)
             )
-        if s.moe_layers and lay.ranks > 1:
+        if s.moe_layers and lay.ranks > 1 and not lay.independent_replicas:
             if lay.expert_parallel:  # all-to-all dispatch (fp8) and combine (bf16) of each token's expert copies
                 volume = total_tokens / lay.gpus * s.experts_per_token * s.hidden * 3
             else:  # all-gather then reduce-scatter of every rank's tokens around the TP-sharded experts
@@ -228,8 +202,8 @@ class AnalyticProfile:
 
     def _overhead(self) -> float:
         overhead = self.defaults.step_overhead_s
-        if self.config.engine == "sglang" and self.speculation:
-            overhead = ENGINE_DEFAULTS["vllm"].step_overhead_s  # speculative decoding disables the overlap scheduler
+        if self.speculation and self.defaults.speculative_step_overhead_s is not None:
+            overhead = self.defaults.speculative_step_overhead_s  # e.g. SGLang's overlap scheduler is off then
         if self.config.cuda_graph is False:
             overhead += NO_CUDA_GRAPH_LAUNCH_S * self.shape.layers
         return overhead
