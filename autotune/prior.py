@@ -22,6 +22,7 @@ from typing import Any
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UnsupportedConfig
 from autotune.launch import simulated_requests
+from autotune.ranking import maximized, sign
 from autotune.sim.analytic import StartupFailure
 from autotune.sim.models import build_model
 from autotune.sim.specs import model_shape
@@ -67,8 +68,8 @@ def _rank(space: SearchSpace, model: str) -> list[Ranked]:
     simulation = Simulation(performance_model=model, mode="direct")
     ranked = [Ranked(engine, params, _predict(space, simulation, engine, params))
               for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
-    sign = 1 if space.objective.metrics[0].direction == "maximize" else -1
-    ranked.sort(key=lambda r: (r.predicted is None, -sign * (r.predicted or 0.0)))
+    better = sign(space.objective.metrics[0].direction)
+    ranked.sort(key=lambda r: (r.predicted is None, -better * (r.predicted or 0.0)))
     return ranked
 
 
@@ -117,6 +118,6 @@ def _predict(space: SearchSpace, simulation: Simulation, engine: str, params: di
             break
         if value is None or math.isnan(value):
             continue
-        if best is None or (value > best) == (objective.metrics[0].direction == "maximize"):
+        if best is None or (value > best) == maximized(objective.metrics[0].direction):
             best = value
     return best

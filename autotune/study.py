@@ -35,14 +35,15 @@ import sqlalchemy
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
-from autotune import budget, names, stopping, study_setup, trial_queue
+from autotune import budget, names, records, stopping, study_setup, trial_queue
 from autotune.engines import Engine
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.gpus import GpuPool, node_lock_dir
 from autotune.notes import save_trial_note, trial_note
-from autotune.objective import REASON_LIMIT, Objective, Outcome, TrialEnvironment, engine_for
+from autotune.objective import REASON_LIMIT, Objective, TrialEnvironment, engine_for
 from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
 from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
+from autotune.records import Outcome
 from autotune.server import check_executable
 from autotune.space import ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import check_dataset
@@ -133,7 +134,7 @@ def node_minutes_spent(study: optuna.Study) -> float:
 
 def node_minutes_of(trials: Iterable[optuna.trial.FrozenTrial]) -> float:
     """The node-minutes of ``trials`` together (for a caller that has read them already)."""
-    return sum(t.user_attrs.get("node_minutes") or 0.0 for t in trials)
+    return sum(records.node_minutes(t) for t in trials)
 
 
 @contextlib.contextmanager
@@ -248,7 +249,8 @@ def _refine(prepared: PreparedStudy) -> None:
         neighbour = prepared.objective.neighbour_after_duplicate(prepared.study)
         if neighbour is not None:
             trial_queue.queue_fixed(
-                prepared.study, trial_queue.FixedConfiguration(neighbour.params, {"neighbour_of": neighbour.of})
+                prepared.study,
+                trial_queue.FixedConfiguration(neighbour.params, records.stored(neighbour_of=neighbour.of)),
             )
 
 
@@ -378,8 +380,8 @@ def _tell(study, trial, objective: Objective, values=None, state=None) -> optuna
 
 def _tell_failed(study, trial, objective: Objective, exc: Exception,
                  outcome: str = Outcome.ERROR) -> optuna.trial.FrozenTrial:  # fmt: skip
-    trial.set_user_attr("outcome", outcome)  # before the tell: a finished trial's attributes are read-only
-    trial.set_user_attr("error", shorten(f"{type(exc).__name__}: {exc}", REASON_LIMIT))
+    # before the tell: a finished trial's attributes are read-only
+    records.write(trial, outcome=outcome, error=shorten(f"{type(exc).__name__}: {exc}", REASON_LIMIT))
     return _tell(study, trial, objective, state=TrialState.FAIL)
 
 
