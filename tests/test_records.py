@@ -175,3 +175,24 @@ def test_only_the_records_module_touches_user_attributes() -> None:
              for path in sorted(package.rglob("*.py")) if "records" not in path.relative_to(package).parts
              for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]  # fmt: skip
     assert found == []
+
+
+def test_this_version_stores_the_layout_the_previous_one_did(old_study, tmp_path) -> None:
+    """The same study run again: every trial stores the same attributes, with the same values where they do not
+    depend on the run (times, the worker, the run's directory)."""
+    from tests.study.outcome_study import outcome_study
+
+    new = outcome_study(tmp_path / "again")
+    volatile = {"trial_s", "launch_s", "benchmark_s", "server_log", "worker", "worker_process", "engine_process"}
+
+    def settled(study: optuna.Study, attrs: dict) -> dict:
+        run = str(Path(study.user_attrs["space_path"]).parent)
+        return json.loads(json.dumps({k: v for k, v in attrs.items() if k not in volatile}).replace(run, "RUN"))
+
+    for before, after in zip(old_study.get_trials(deepcopy=False), new.get_trials(deepcopy=False), strict=True):
+        assert set(after.user_attrs) == set(before.user_attrs), f"trial {before.number}"
+        assert settled(new, after.user_attrs) == settled(old_study, before.user_attrs), f"trial {before.number}"
+    assert set(new.user_attrs) == set(old_study.user_attrs)
+    assert settled(new, new.user_attrs) | {"space_digest": None} == settled(old_study, old_study.user_attrs) | {
+        "space_digest": None  # a digest of the space file, whose table path is the run's
+    }
