@@ -65,7 +65,8 @@ def _headline(trial: optuna.trial.FrozenTrial, record: TrialRecord, outcome: Out
         at = (record.pruned_at or "?").replace("/", " of ", 1)
         steps = trial.intermediate_values
         then = f"; {_metric_names(objective)[0]} there: {steps[max(steps)]:.1f}" if steps else ""
-        return f"**{outcome.text}** at {at} of its first benchmark{then} (the pruner judged it behind trials at that load)."
+        judged = "(the pruner judged it behind trials at that load)"
+        return f"**{outcome.text}** at {at} of its first benchmark{then} {judged}."
     if outcome == Outcome.REJECTED:
         return f"**{outcome.text} by rule `{record.rejected_by or '?'}`** before launch:\n\n{_block(reason)}"
     if outcome == Outcome.ERROR:

@@ -76,4 +76,5 @@ _WORDS = {Outcome.MEASURED: "Measured", Outcome.MISSES_SLO: "Misses its SLO", Ou
           Outcome.HANG: "Hung: ready, but no tokens", Outcome.UNSUPPORTED: "Refused by the engine",
           Outcome.BAD_FLAG: "A flag refused by the engine", Outcome.PORT_IN_USE: "Port in use",
           Outcome.NCCL: "NCCL failure", Outcome.NO_DATA: "No data in the performance model",
-          Outcome.NOT_INSTALLED: "Engine not installed", Outcome.CLIENT_INPUT: "The benchmark's input failed"}  # fmt: skip
+          Outcome.NOT_INSTALLED: "Engine not installed",
+          Outcome.CLIENT_INPUT: "The benchmark's input failed"}  # fmt: skip
