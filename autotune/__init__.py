@@ -13,6 +13,8 @@ What a script uses, at the top level (like ``optuna.create_study`` or ``httpx.ge
 - studies: ``run_study`` (one worker, as ``autotune study run``), ``RunOptions``, ``prepare_study`` and
   ``run_trials`` (the same in two steps), ``best_trial``;
 - the benchmark client: ``run_benchmark`` and ``ClientOptions`` (``vllm bench serve``'s metrics);
+- records: ``BenchmarkResult`` (one measured load, as ``vllm bench serve`` writes it), ``TrialRecord`` (everything a
+  trial stored: ``TrialRecord.of(frozen_trial)``), ``LoadRecord`` (one load of a trial's sweep), ``Outcome``;
 - errors: ``AutotuneError`` (the root of every error autotune raises on purpose), ``UsageError``, ``SpaceError``,
   ``UnsupportedConfig``, ``EngineNotInstalled``, and ``FailureKind`` (why a launch measured nothing).
 
@@ -49,18 +51,25 @@ _EXPORTS = {
     "UnsupportedConfig": "autotune.errors",
     "EngineNotInstalled": "autotune.errors",
     "FailureKind": "autotune.errors",
-    # TODO(records): BenchmarkResult, LoadRecord, TrialRecord from autotune.records once it lands
+    "BenchmarkResult": "autotune.bench.results",
+    "LoadRecord": "autotune.records",
+    "TrialRecord": "autotune.records",
+    "Outcome": "autotune.records",
 }
 __all__ = [
     "AutotuneError",
+    "BenchmarkResult",
     "ClientOptions",
     "EngineNotInstalled",
     "FailureKind",
     "Hardware",
+    "LoadRecord",
+    "Outcome",
     "RunOptions",
     "SearchSpace",
     "ServerConfig",
     "SpaceError",
+    "TrialRecord",
     "UnsupportedConfig",
     "UsageError",
     "Workload",
@@ -76,6 +85,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports them
     from autotune.bench.client import ClientOptions
+    from autotune.bench.results import BenchmarkResult
     from autotune.bench.runner import run_benchmark
     from autotune.config import Hardware, ServerConfig
     from autotune.errors import (
@@ -87,6 +97,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
         UsageError,
     )
     from autotune.ranking import best_trial
+    from autotune.records import LoadRecord, Outcome, TrialRecord
     from autotune.space import SearchSpace, Workload
     from autotune.spacefile import find_space, load_space, shipped_spaces
     from autotune.study import RunOptions, prepare_study

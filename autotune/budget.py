@@ -2,7 +2,7 @@
 
 ``--n-trials N`` buys N launches (baselines included; a launch that fails counts, it cost GPU time). A trial that
 launches nothing costs no GPU time and does not count: a duplicate (the configuration of an earlier trial, which it
-takes the outcome of) or a configuration a static or learned rule rejected. The budget is a number (``BUDGET_ATTR``):
+takes the outcome of) or a configuration a static or learned rule rejected. The budget is a number (the study's record):
 a worker starts a trial only while the launches so far and the trials running (each may launch) are fewer
 (``launches_taken``; ``autotune.trial_queue``), so workers at once never launch more than it, and a trial that turned
 out to launch nothing leaves its room to the next.
@@ -14,6 +14,7 @@ for any space, once ``NON_LAUNCH_RUN_LIMIT`` trials in a row launched nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import itertools
@@ -22,15 +23,15 @@ from dataclasses import dataclass
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+from pydantic import BaseModel, ConfigDict
 
+from autotune import records
 from autotune.engines import get_engine
 from autotune.errors import NOT_THE_CONFIGURATIONS, FailureKind, UnsupportedConfig
 from autotune.learning import broken_learned_rule
 from autotune.objective import config_key
 from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
-BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines included)
-RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time): a run of non-launches restarts
 # Non-launches in a row after which a space counts as exhausted. After a duplicate the next trial goes to an untried
 # neighbour of the incumbent (autotune.refine), so a run this long means that neither refinement nor the sampler
 # finds an untried configuration. A non-launch costs one suggestion (milliseconds, no GPU); were a tenth of a space's
@@ -52,19 +53,29 @@ class BudgetCount:
         return f"{self.launches} launches, {self.rejected} rejected, {self.duplicates} duplicates"
 
 
+class BudgetSummary(BaseModel):
+    """``study show``'s budget line, as data: the study's budget (None while unset) and what its trials cost of it."""
+
+    model_config = ConfigDict(frozen=True)
+    budget: int | None
+    launches: int
+    rejected: int
+    duplicates: int
+
+
 def is_duplicate(trial: FrozenTrial) -> bool:
-    return "duplicate_of" in trial.user_attrs
+    return records.is_duplicate(trial)
 
 
 def is_rejected(trial: FrozenTrial) -> bool:
     """Refused before launch by a static or learned rule (a duplicate of a rejection is a duplicate)."""
-    attrs = trial.user_attrs
-    return not is_duplicate(trial) and not attrs.get("launched") and attrs.get("failure_kind") == FailureKind.REJECTED
+    return (not is_duplicate(trial) and not records.launched(trial)
+            and records.failure_kind(trial) == FailureKind.REJECTED)  # fmt: skip
 
 
 def ended_without_launch(trial: FrozenTrial) -> bool:
     """A finished trial that launched nothing: it does not count."""
-    return trial.state.is_finished() and not trial.user_attrs.get("launched")
+    return trial.state.is_finished() and not records.launched(trial)
 
 
 def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
@@ -75,12 +86,12 @@ def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
     # every trial a retry replaced: a retry of a retry keeps the first one's ``failed_trial``, its history has both
     retried = {number for t in trials for number in t.system_attrs.get("retry_history", ())}
     return [t for t in trials if not (t.state == TrialState.FAIL and (t.number in retried or
-            t.user_attrs.get("outcome") in NOT_THE_CONFIGURATIONS))]  # fmt: skip
+            records.stored_outcome(t) in NOT_THE_CONFIGURATIONS))]  # fmt: skip
 
 
 def _launched(trial: FrozenTrial) -> bool:
     # a queued retry of a dead worker's launch carries its ``launched``: it has launched nothing yet
-    return trial.state != TrialState.WAITING and bool(trial.user_attrs.get("launched"))
+    return trial.state != TrialState.WAITING and records.launched(trial)
 
 
 def count(trials: Iterable[FrozenTrial]) -> BudgetCount:
@@ -97,14 +108,14 @@ def launches_taken(trials: Iterable[FrozenTrial]) -> int:
 
 def study_budget(study: optuna.Study) -> int:
     """The study's budget of launches in all (0 while its creator has not set it yet)."""
-    return study.user_attrs.get(BUDGET_ATTR, 0)
+    return records.StudyRecord.of(study).budget or 0
 
 
 def set_budget(study: optuna.Study, n_trials: int, more_trials: int = 0) -> None:
     """Make the study's budget ``n_trials`` where it has none (a new study, or one whose creator was killed before
     setting it), else raise it by ``more_trials`` or to ``n_trials``; never lower it. Under the budget lock: workers
     starting at once each add their ``--more`` once, none lost."""
-    current = study.user_attrs.get(BUDGET_ATTR)
+    current = records.StudyRecord.of(study).budget
     if current is None:
         wanted = n_trials
     elif more_trials:
@@ -113,27 +124,27 @@ def set_budget(study: optuna.Study, n_trials: int, more_trials: int = 0) -> None
         wanted = max(current, n_trials)
     if wanted == current:
         return
-    study.set_user_attr(BUDGET_ATTR, wanted)
+    records.write_study(study, budget=wanted)
     if current is not None:
         mark_raised(study)
 
 
-def summary(study: optuna.Study) -> dict:
+def summary(study: optuna.Study) -> BudgetSummary:
     """``study show``'s budget line, as data: the budget, and what the study's trials cost of it."""
     counted = count(study.get_trials(deepcopy=False))
-    return {"budget": study.user_attrs.get(BUDGET_ATTR), **counted.__dict__}
+    return BudgetSummary(budget=records.StudyRecord.of(study).budget, **dataclasses.asdict(counted))
 
 
 def summary_line(study: optuna.Study) -> str:
     data = summary(study)
-    of = f" of a budget of {data['budget']}" if data["budget"] is not None else ""
-    return (f"trials: {data['launches']} launches{of}; {data['rejected']} rejected before launch and "
-            f"{data['duplicates']} duplicates, which launched nothing and do not count")  # fmt: skip
+    of = f" of a budget of {data.budget}" if data.budget is not None else ""
+    return (f"trials: {data.launches} launches{of}; {data.rejected} rejected before launch and "
+            f"{data.duplicates} duplicates, which launched nothing and do not count")  # fmt: skip
 
 
 def mark_raised(study: optuna.Study) -> None:
     """Record that the budget was just raised: the run of non-launches before it no longer says the space is done."""
-    study.set_user_attr(RAISED_ATTR, datetime.datetime.now().isoformat())
+    records.write_study(study, budget_raised=datetime.datetime.now().isoformat())
 
 
 class LaunchCatalogue:
@@ -169,11 +180,11 @@ def exhausted(study: optuna.Study, catalogue: LaunchCatalogue) -> str | None:
     trials = _counted(study.get_trials(deepcopy=False))
     configurations = catalogue.configurations
     if configurations is not None:
-        tried = {t.user_attrs.get("config_key") for t in trials if t.state.is_finished()}
+        tried = {records.config_key(t) for t in trials if t.state.is_finished()}
         if all(key in tried or broken_learned_rule(study, params) is not None
                for key, params in configurations.items()):  # fmt: skip
             return "every configuration was tried"
-    if _non_launch_run(trials, study.user_attrs.get(RAISED_ATTR)) >= NON_LAUNCH_RUN_LIMIT:
+    if _non_launch_run(trials, records.StudyRecord.of(study).budget_raised) >= NON_LAUNCH_RUN_LIMIT:
         return f"the last {NON_LAUNCH_RUN_LIMIT} trials in a row found no untried configuration"
     return None
 
@@ -182,7 +193,7 @@ def _non_launch_run(trials: list[FrozenTrial], raised: str | None) -> int:
     """How many trials launched nothing since the last one that launched (or the budget's last raise), by start."""
     since = datetime.datetime.fromisoformat(raised) if raised else datetime.datetime.min
     for trial in trials:
-        if trial.user_attrs.get("launched") and trial.datetime_start and trial.datetime_start > since:
+        if records.launched(trial) and trial.datetime_start and trial.datetime_start > since:
             since = trial.datetime_start
     return sum(1 for t in trials if ended_without_launch(t) and t.datetime_start and t.datetime_start > since)
 

@@ -21,19 +21,18 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Any
 
-import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.ranking import best_of
+from autotune import records
+from autotune.ranking import best_of, maximized
 
 _CONSTRAINTS_LIST = "constraints"  # the system attribute optuna-dashboard reads a trial's constraints from
 
 
 def never_measured(trial: FrozenTrial) -> bool:
     """A COMPLETE trial whose value is not its own measurement: a failure's pessimistic value, or a duplicate's."""
-    attrs = trial.user_attrs
-    return trial.state == TrialState.COMPLETE and bool(attrs.get("failure_kind") or "duplicate_of" in attrs)
+    return trial.state == TrialState.COMPLETE and bool(records.failure_kind(trial) or records.is_duplicate(trial))
 
 
 def as_shown(trial: FrozenTrial) -> FrozenTrial:
@@ -78,7 +77,7 @@ class DashboardView(_Delegating):
         return [t for t in shown if states is None or t.state in states]
 
     def get_best_trial(self, study_id: int) -> FrozenTrial:
-        maximize = self.get_study_directions(study_id)[0] == optuna.study.StudyDirection.MAXIMIZE
+        maximize = maximized(self.get_study_directions(study_id)[0])
         trials = self.get_all_trials(study_id, deepcopy=False)
         best = best_of(trials, maximize)
         if best is not None:

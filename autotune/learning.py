@@ -17,12 +17,12 @@ from typing import Any
 
 import optuna
 
+from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine
 from autotune.errors import FailureKind
 from autotune.text import shorten
 
-RULE_PREFIX = "learned_rule:"
 LEARNABLE = (FailureKind.UNSUPPORTED, FailureKind.BAD_FLAG, FailureKind.CRASH)
 _ERROR_LINE = re.compile(r"error|exception|unsupported|not supported|invalid|unrecognized|not implemented|assert",
                          re.IGNORECASE)  # fmt: skip
@@ -43,11 +43,8 @@ def rule_name(param: str, value: Any) -> str:
 
 
 def learned_rules(study: optuna.Study) -> dict[str, dict]:
-    """The study's learned rules by name: ``{param, value, kind, reason, trial}``."""
-    attrs = study.user_attrs
-    return {
-        "learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items() if key.startswith(RULE_PREFIX)
-    }
+    """The study's learned rules by name: ``{param, value, kind, reason, trial}`` (``records.LearnedRule``)."""
+    return {name: rule.model_dump() for name, rule in records.StudyRecord.of(study).learned_rules.items()}
 
 
 def broken_learned_rule(study: optuna.Study, params: dict[str, Any]) -> dict | None:
@@ -98,9 +95,10 @@ def named_params(engine: Engine, config: ServerConfig, params: dict[str, dict[st
 def learn(study: optuna.Study, trial_number: int, param: str, value: Any, kind: FailureKind, reason: str) -> str:
     """Store the rule that ``param = value`` fails (one attribute per rule: workers add rules without a race)."""
     name = rule_name(param, value)
-    study.set_user_attr(RULE_PREFIX + name.removeprefix("learned:"),
-                        {"param": param, "value": value, "kind": kind.value, "reason": shorten(reason, 300),
-                         "trial": trial_number})  # fmt: skip
+    rule = records.LearnedRule(
+        param=param, value=value, kind=kind.value, reason=shorten(reason, 300), trial=trial_number
+    )
+    records.write_study(study, learned_rules={name: rule})
     return name
 
 
@@ -133,10 +131,10 @@ def oom_cap(study: optuna.Study, config: ServerConfig, number: int) -> tuple[int
     """
     cap, witness = None, None
     for trial in study.get_trials(deepcopy=False):
-        level = trial.user_attrs.get("oom_from_level")
-        if level is None or trial.number == number or "config" not in trial.user_attrs:
+        level, stored = records.oom_from_level(trial), records.public_config(trial)
+        if level is None or trial.number == number or stored is None:
             continue
-        if (cap is None or level < cap) and needs_at_least(config, _stored(trial.user_attrs["config"], config)):
+        if (cap is None or level < cap) and needs_at_least(config, _stored(stored, config)):
             cap, witness = level, trial.number
     return cap, witness
 

@@ -14,19 +14,15 @@ import textwrap
 
 import optuna
 
-from autotune.errors import AutotuneError, FailureKind
+from autotune.errors import AutotuneError
 from autotune.export import printed_launch
-from autotune.objective import Outcome
+from autotune.records import LoadRecord, Outcome, TrialRecord
 from autotune.space import Objective
 
 _WRAP = 100  # characters of a code line that fit a 1400-pixel window beside the dashboard's trial list
 # the key metrics, as the benchmark names them, with their units
 METRICS = {"total_token_throughput": "tok/s", "output_throughput": "tok/s", "p99_ttft_ms": "ms", "mean_ttft_ms": "ms",
            "p99_tpot_ms": "ms", "mean_tpot_ms": "ms"}  # fmt: skip
-FAILED = {FailureKind.CRASH: "Crashed", FailureKind.OOM: "Out of memory", FailureKind.TIMEOUT: "Not ready in time",
-          FailureKind.HANG: "Hung: ready, but no tokens", FailureKind.UNSUPPORTED: "Refused by the engine",
-          FailureKind.BAD_FLAG: "A flag refused by the engine", FailureKind.PORT_IN_USE: "Port in use",
-          FailureKind.NCCL: "NCCL failure", FailureKind.NO_DATA: "No data in the performance model"}  # fmt: skip
 
 
 def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
@@ -39,41 +35,43 @@ def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
     Returns:
         Markdown: a headline with the outcome, the launch command, the loads and the metrics.
     """
-    attrs = trial.user_attrs
-    outcome = attrs.get("outcome") or trial.state.name.lower()
-    parts = [f"### Outcome: {outcome}", _headline(trial, outcome, objective)]
-    if "simulated" in attrs:
+    record = TrialRecord.of(trial)
+    outcome = Outcome.of(trial)
+    parts = [f"### Outcome: {outcome}", _headline(trial, record, outcome, objective)]
+    if record.simulated is not None:
         parts.append("_SIMULATED: the numbers come from autotune's simulator, the command is the real engine's._")
-    if attrs.get("launch"):
-        parts += ["**Launch command**", f"```sh\n{printed_launch(attrs['launch'])}\n```"]
+    if record.launch:
+        parts += ["**Launch command**", f"```sh\n{printed_launch(record.launch)}\n```"]
     else:
         parts.append("Not launched.")
-    parts += _loads(attrs) + _metrics(trial, objective)
+    parts += _loads(record) + _metrics(record, objective)
     return "\n\n".join(parts) + "\n"
 
 
-def _headline(trial: optuna.trial.FrozenTrial, outcome: str, objective: Objective) -> str:
-    attrs = trial.user_attrs
-    reason = attrs.get("failure_reason", "")
+def _headline(trial: optuna.trial.FrozenTrial, record: TrialRecord, outcome: Outcome | str,
+              objective: Objective) -> str:  # fmt: skip
+    reason = record.failure_reason or ""
+    metrics = record.metrics
     if outcome == Outcome.MEASURED:
-        return f"**Measured**: {_objective_values(trial, objective)}."
+        return f"**{outcome.text}**: {_objective_values(trial, objective)}."
     if outcome == Outcome.MISSES_SLO:
-        missed = [f"{metric} {attrs[metric]:.1f} > limit {limit:g}" for metric, limit in objective.slo.items()
-                  if attrs.get(metric) is not None and attrs[metric] > limit]  # fmt: skip
-        return f"**Misses its SLO** at its closest load: {'; '.join(missed) or 'see the loads below'}."
+        missed = [f"{metric} {metrics[metric]:.1f} > limit {limit:g}" for metric, limit in objective.slo.items()
+                  if metrics.get(metric) is not None and metrics[metric] > limit]  # fmt: skip
+        return f"**{outcome.text}** at its closest load: {'; '.join(missed) or 'see the loads below'}."
     if outcome == Outcome.DUPLICATE:
-        earlier = f"**Duplicate of trial #{attrs.get('duplicate_of')}**: the same launch, not run again"
-        return earlier + (f"; that trial's outcome: {attrs['failure_kind']}." if attrs.get("failure_kind") else ".")
+        earlier = f"**{outcome.text} of trial #{record.duplicate_of}**: the same launch, not run again"
+        return earlier + (f"; that trial's outcome: {record.failure_kind}." if record.failure_kind else ".")
     if outcome == Outcome.PRUNED:
-        at = attrs.get("pruned_at", "?").replace("/", " of ", 1)
+        at = (record.pruned_at or "?").replace("/", " of ", 1)
         steps = trial.intermediate_values
         then = f"; {_metric_names(objective)[0]} there: {steps[max(steps)]:.1f}" if steps else ""
-        return f"**Pruned** at {at} of its first benchmark{then} (the pruner judged it behind trials at that load)."
-    if outcome == FailureKind.REJECTED:
-        return f"**Rejected by rule `{attrs.get('rejected_by', '?')}`** before launch:\n\n{_block(reason)}"
+        judged = "(the pruner judged it behind trials at that load)"
+        return f"**{outcome.text}** at {at} of its first benchmark{then} {judged}."
+    if outcome == Outcome.REJECTED:
+        return f"**{outcome.text} by rule `{record.rejected_by or '?'}`** before launch:\n\n{_block(reason)}"
     if outcome == Outcome.ERROR:
-        return f"**Error in the tuner** (a bug, not the configuration):\n\n{_block(attrs.get('error', ''))}"
-    return f"**{FAILED.get(outcome, outcome)}**:\n\n{_block(reason)}"
+        return f"**{outcome.text}** (a bug, not the configuration):\n\n{_block(record.error or '')}"
+    return f"**{outcome.text if isinstance(outcome, Outcome) else outcome}**:\n\n{_block(reason)}"
 
 
 def _block(text: str) -> str:
@@ -93,20 +91,19 @@ def _metric_names(objective: Objective) -> list[str]:
     return [metric.name for metric in objective.metrics]
 
 
-def _loads(attrs: dict) -> list[str]:
+def _loads(record: TrialRecord) -> list[str]:
     """The chosen load, and a row for every load measured (lightest first)."""
-    benchmarks = attrs.get("benchmarks") or []
-    parts = [f"**Load**: {_load_text(attrs['load'])}"] if "load" in attrs else []
+    benchmarks: list[LoadRecord] = record.benchmarks
+    parts = [f"**Load**: {_load_text(record.load)}"] if record.load is not None else []
     if not benchmarks:
         return parts
     rows = ["| load | value | feasible | note |", "|---|---|---|---|"]
     for level in benchmarks:
-        value = f"{level['value']:.1f}" if level.get("value") is not None else ""
-        missed = [f"misses {name.removeprefix('slo:')}" for name, v in (level.get("violations") or {}).items()
-                  if v > 0 and "metrics" in level]  # fmt: skip
-        note = ", ".join(filter(None, [level.get("failure_kind"), "stopped early" * bool(level.get("stopped_early")),
-                                       *missed]))  # fmt: skip
-        rows.append(f"| {_load_text(level['load'])} | {value} | {'yes' if level.get('feasible') else 'no'} | {note} |")
+        value = f"{level.value:.1f}" if level.value is not None else ""
+        missed = [f"misses {name.removeprefix('slo:')}" for name, v in (level.violations or {}).items()
+                  if v > 0 and level.measured]  # fmt: skip
+        note = ", ".join(filter(None, [level.failure_kind, "stopped early" * level.stopped_early, *missed]))
+        rows.append(f"| {_load_text(level.load)} | {value} | {'yes' if level.feasible else 'no'} | {note} |")
     return [*parts, f"**Loads measured** ({len(benchmarks)})", "\n".join(rows)]
 
 
@@ -114,15 +111,14 @@ def _load_text(load: dict) -> str:
     return ", ".join(f"{name}={value}" for name, value in load.items()) or "the workload's own"
 
 
-def _metrics(trial: optuna.trial.FrozenTrial, objective: Objective) -> list[str]:
+def _metrics(record: TrialRecord, objective: Objective) -> list[str]:
     """The key metrics at the chosen load (the objective's first), and what the trial cost."""
-    attrs = trial.user_attrs
+    metrics = record.metrics
     names = dict.fromkeys([*_metric_names(objective), *objective.slo, *METRICS])
-    rows = [f"| {name} | {attrs[name]:.1f} {METRICS.get(name, '')} |" for name in names
-            if isinstance(attrs.get(name), int | float)]  # fmt: skip
+    rows = [f"| {name} | {metrics[name]:.1f} {METRICS.get(name, '')} |" for name in names if name in metrics]
     parts = ["**Metrics**", "\n".join(["| metric | value |", "|---|---|", *rows])] if rows else []
-    if attrs.get("node_minutes") is not None:
-        parts.append(f"**Cost**: {attrs['node_minutes']:.2f} node-minutes")
+    if record.node_minutes is not None:
+        parts.append(f"**Cost**: {record.node_minutes:.2f} node-minutes")
     return parts
 
 

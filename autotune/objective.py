@@ -28,13 +28,12 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune import learning, refine, stopping
+from autotune import learning, records, refine, stopping
 from autotune.backends import anchored_paths, serving_backend
 from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
@@ -42,8 +41,9 @@ from autotune.engines import Engine
 from autotune.errors import EngineNotInstalled, FailureKind, LaunchFailed, UnsupportedConfig
 from autotune.export import public_config, shell_script
 from autotune.gpus import GpuPool
-from autotune.orphans import ENGINE_ATTR, EngineProcess
-from autotune.ranking import best_of
+from autotune.orphans import EngineProcess
+from autotune.ranking import best_of, maximized
+from autotune.records import Outcome
 from autotune.redact import redact_spec
 from autotune.serving import Backend, Serving
 from autotune.space import Point, SearchSpace
@@ -60,19 +60,6 @@ _DUPLICATE_POLL_S = 1.0
 # A load level is abandoned once its SLO is clearly lost: this share of its requests done, a limit exceeded this much.
 _LOST_AFTER, _LOST_FACTOR = 0.3, 2.0
 REASON_LIMIT = 500  # characters of a failure reason kept in the trial (the server log has the rest)
-
-
-class Outcome(StrEnum):
-    """What became of a trial, one short word in its ``outcome`` user attribute (a filter in optuna-dashboard, where a
-    rejected or crashed trial is otherwise "Complete" with a pessimistic value). A trial that did not serve has its
-    ``FailureKind`` value instead (``rejected`` included: a static rule, a learned rule or OOM dominance, named in
-    ``rejected_by``)."""
-
-    MEASURED = "measured"  # served, and its best load meets the SLOs
-    MISSES_SLO = "misses_slo"  # served, but no load met the SLOs (the closest one is kept)
-    DUPLICATE = "duplicate"  # the configuration of an earlier trial (``duplicate_of``), not launched again
-    PRUNED = "pruned"  # stopped part-way through its first benchmark by the pruner
-    ERROR = "error"  # a bug in the tuner (a FAIL trial); set by the study, which tells Optuna
 
 
 def config_key(point: Point) -> str:
@@ -121,9 +108,8 @@ class Objective:
         point = self.space.suggest(trial)
         config = point.server
         key = config_key(point)
-        for name, value in (("config_key", key), ("engine", config.engine), ("config", public_config(config)),
-                            ("launched", False), ("benchmarks", []), ("node_minutes", 0.0)):  # fmt: skip
-            trial.set_user_attr(name, value)
+        records.write(trial, config_key=key, engine=config.engine, config=public_config(config), launched=False,
+                      benchmarks=[], node_minutes=0.0)  # fmt: skip
         previous = self._same_config(trial, key)
         if previous is not None:
             return self._repeat(trial, previous)
@@ -132,7 +118,7 @@ class Objective:
         try:
             engine.check(config, self.space.hardware)
         except UnsupportedConfig as exc:
-            trial.set_user_attr("rejected_by", exc.rule)
+            records.write(trial, rejected_by=exc.rule)
             return self._infeasible(trial, FailureKind.REJECTED, str(exc))
         cap = None
         if self.space.search.learn_failures:
@@ -140,10 +126,10 @@ class Objective:
             if rejection is not None:
                 return self._infeasible(trial, FailureKind.REJECTED, rejection)
         if self.space.simulate is not None:
-            trial.set_user_attr("simulated", self.space.simulate.model_dump())
+            records.write(trial, simulated=self.space.simulate.model_dump())
         pool, needed = self.env.gpus, engine.gpus_used(config)
         if pool is not None and needed > len(pool.gpus):
-            trial.set_user_attr("rejected_by", "worker_gpus")
+            records.write(trial, rejected_by="worker_gpus")
             return self._infeasible(trial, FailureKind.REJECTED, f"rejected by 'worker_gpus': needs {needed} GPUs, "
                                     f"the worker has {len(pool.gpus)} (--gpus {','.join(pool.gpus)})")  # fmt: skip
         # waiting for GPUs is not the trial's cost: its clock starts once it holds them
@@ -152,7 +138,7 @@ class Objective:
         lease = pool.lease(needed, self._typical_trial_s(trial)) if pool is not None else contextlib.nullcontext()
         with lease as gpus:
             if gpus is not None:
-                trial.set_user_attr("gpus", list(gpus))
+                records.write(trial, gpus=list(gpus))
             return self._launch_and_sweep(trial, Point(anchored_paths(config), point.client), backend, cap, gpus)
 
     def _backend(self, name: str) -> Backend:
@@ -163,20 +149,20 @@ class Objective:
         memory from, by out-of-memory dominance, or None)."""
         rule = learning.broken_learned_rule(trial.study, trial.params)
         if rule is not None:
-            trial.set_user_attr("rejected_by", rule["name"])
+            records.write(trial, rejected_by=rule["name"])
             return f"rejected by learned rule '{rule['name']}' (trial {rule['trial']}: {rule['reason']})", None
         cap, witness = learning.oom_cap(trial.study, config, trial.number)
         if cap == 0:
-            trial.set_user_attr("rejected_by", f"oom_dominance:{witness}")
+            records.write(trial, rejected_by=f"oom_dominance:{witness}")
             return (f"rejected by 'oom_dominance': needs at least the memory of trial {witness}, which ran out of "
                     "memory at the lightest load"), None  # fmt: skip
         return None, cap
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def _infeasible(self, trial: optuna.Trial, kind: FailureKind, reason: str) -> list[float]:
-        trial.set_user_attr("outcome", kind.value)
-        trial.set_user_attr("failure_kind", kind.value)
-        trial.set_user_attr("failure_reason", shorten(reason, REASON_LIMIT))
+        records.write(
+            trial, outcome=Outcome.failed(kind), failure_kind=kind, failure_reason=shorten(reason, REASON_LIMIT)
+        )
         trial.set_constraint(LAUNCH_CONSTRAINT, 1.0)
         for metric in self.slo:
             trial.set_constraint(f"slo:{metric}", MAX_VIOLATION)
@@ -185,8 +171,7 @@ class Objective:
     def _not_installed(self, trial: optuna.Trial, engine: Engine, failure: LaunchFailed,
                        log_path: Path) -> EngineNotInstalled:  # fmt: skip
         """The error that stops the study when the engine is not installed; the trial keeps what it saw."""
-        trial.set_user_attr("failure_kind", failure.kind.value)
-        trial.set_user_attr("failure_reason", shorten(failure.reason, REASON_LIMIT))
+        records.write(trial, failure_kind=failure.kind, failure_reason=shorten(failure.reason, REASON_LIMIT))
         return EngineNotInstalled(f"engine {engine.name} cannot start here ({shorten(failure.reason, 200)}); "
                                   f"{engine.not_installed_fix()}; log: {log_path}")  # fmt: skip
 
@@ -194,14 +179,12 @@ class Objective:
         """The trial's outcome: its best feasible load, else the load nearest to feasible (graded violations)."""
         best = sweep.best()
         level = best or sweep.closest()
-        trial.set_user_attr("outcome", Outcome.MEASURED if best else Outcome.MISSES_SLO)
+        records.write(trial, outcome=Outcome.MEASURED if best else Outcome.MISSES_SLO)
         trial.set_constraint(LAUNCH_CONSTRAINT, 0.0)
         for name, violation in level.violations.items():
             trial.set_constraint(name, violation)
-        trial.set_user_attr("load", level.load)
-        for name, value in level.record().get("metrics", {}).items():
-            trial.set_user_attr(name, value)
-        trial.set_user_attr("client_saturated", level.result.get("client", {}).get("saturated", False))
+        records.write(trial, load=level.load, metrics=level.record().metrics or {},
+                      client_saturated=level.result.get("client", {}).get("saturated", False))  # fmt: skip
         return level.values
 
     def _same_config(self, trial: optuna.Trial, key: str) -> optuna.trial.FrozenTrial | None:
@@ -215,7 +198,7 @@ class Objective:
             same = [
                 t
                 for t in trial.study.get_trials(deepcopy=False)
-                if t.user_attrs.get("config_key") == key and t.number != trial.number
+                if records.config_key(t) == key and t.number != trial.number
             ]
             finished = [t for t in same if t.state in done]
             if finished:
@@ -228,12 +211,8 @@ class Objective:
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
         """An exact duplicate is never launched again: it gets the earlier trial's outcome (it does not count against
         the budget; ``neighbour_after_duplicate`` may find an untried neighbour to launch instead: ``autotune.study``)."""
-        trial.set_user_attr("outcome", Outcome.DUPLICATE)
-        trial.set_user_attr("duplicate_of", previous.number)
-        for name in ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
-                     "total_token_throughput"):  # fmt: skip
-            if name in previous.user_attrs:
-                trial.set_user_attr(name, previous.user_attrs[name])
+        records.write(trial, outcome=Outcome.DUPLICATE, duplicate_of=previous.number)
+        records.write(trial, **records.duplicated(previous))
         if previous.state == optuna.trial.TrialState.PRUNED:
             raise optuna.TrialPruned(f"duplicate of pruned trial {previous.number}")
         for name, value in previous.constraints.items():
@@ -247,7 +226,7 @@ class Objective:
         if incumbent is None or not self.space.search.refine:
             return None
         trials = study.get_trials(deepcopy=False)
-        tried = {t.user_attrs.get("config_key") for t in trials}
+        tried = {records.config_key(t) for t in trials}
         tried |= {config_key(self.space.point_from_params(t.system_attrs["fixed_params"])) for t in trials
                   if t.state == optuna.trial.TrialState.WAITING and t.system_attrs.get("fixed_params")}  # fmt: skip
         neighbour = refine.untried_neighbour(study, self.space, incumbent, tried, config_key)
@@ -263,31 +242,31 @@ class Objective:
         command = launch.command
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:
-            trial.set_user_attr("served_by", redact_spec(launch.spec))
-        trial.set_user_attr("engine_version", str(engine.version(config)))
+            records.write(trial, served_by=redact_spec(launch.spec))
+        records.write(trial, engine_version=str(engine.version(config)))
         levels = self.space.load_levels(config.engine)
         incumbent = self._incumbent(trial.study)
         start = (
-            levels.index(incumbent.user_attrs["load"])
-            if incumbent and incumbent.user_attrs.get("load") in levels
+            levels.index(records.chosen_load(incumbent))
+            if incumbent and records.chosen_load(incumbent) in levels
             else None
         )
         sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start)
         # the trial's node-minutes: from here to the engine's stop (the engine record's clock: an orphan's, if killed)
         started, launched_at, served = time.monotonic(), time.time(), False
-        trial.set_user_attr("launched", True)
+        records.write(trial, launched=True)
         self.env.on_status(StatusEvent(Phase.LAUNCHING, trial.number))
         try:
             with launch:
                 if launch.pgid is not None:  # first: what a worker that finds this trial stale must kill
-                    trial.set_user_attr(ENGINE_ATTR, EngineProcess.launched(launch.pgid, launched_at).model_dump())
+                    records.write(trial, engine_process=EngineProcess.launched(launch.pgid, launched_at).model_dump())
                 self.env.on_status(StatusEvent(Phase.WAITING_READY, trial.number))
                 ready_s = launch.wait_ready(self.space.startup_timeout_s)
                 if launch.pgid is not None:
-                    trial.set_user_attr("launch_s", round(ready_s, 2))
+                    records.write(trial, launch_s=round(ready_s, 2))
                 bench_started, served = time.monotonic(), True  # served unless every load fails (below)
                 self._sweep(trial, launch, sweep)
-                trial.set_user_attr("benchmark_s", round(time.monotonic() - bench_started, 2))
+                records.write(trial, benchmark_s=round(time.monotonic() - bench_started, 2))
             self._save_results(trial, workdir, sweep)
             if sweep.closest() is None:  # the engine started, but no load was served: it failed at the lightest
                 served = False
@@ -303,12 +282,12 @@ class Objective:
             return self._infeasible(trial, exc.kind, exc.reason)
         finally:
             wall_s = time.monotonic() - started
-            trial.set_user_attr("trial_s", round(wall_s, 2))
+            records.write(trial, trial_s=round(wall_s, 2))
             if (gpu_facts := launch.gpu_facts()).get("before"):  # where nvidia-smi exists: the release check's data
-                trial.set_user_attr("gpu_memory_mib", gpu_facts)
-            trial.set_user_attr("node_minutes", round(self._node_minutes(served, sweep.benchmarks_run, wall_s), 3))
+                records.write(trial, gpu_memory_mib=gpu_facts)
+            records.write(trial, node_minutes=round(self._node_minutes(served, sweep.benchmarks_run, wall_s), 3))
             if launch.log_path.exists():
-                trial.set_user_attr("server_log", str(launch.log_path))  # where a shortened reason is in full
+                records.write(trial, server_log=str(launch.log_path))  # where a shortened reason is in full
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),
                                 study_or_trial=trial, mimetype="text/plain")  # fmt: skip
 
@@ -333,17 +312,17 @@ class Objective:
                 if not launch.alive():
                     break
             finally:
-                trial.set_user_attr("benchmarks", sweep.records())  # as it goes: a pruned trial keeps its levels
+                records.write(trial, benchmarks=sweep.records())  # as it goes: a pruned trial keeps its levels
 
     def _incumbent(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
         """The study's best feasible trial so far (single-objective studies only)."""
-        best = best_of(study.get_trials(deepcopy=False), self.metrics[0].direction == "maximize")
+        best = best_of(study.get_trials(deepcopy=False), maximized(self.metrics[0].direction))
         return best if len(self.metrics) == 1 else None
 
     def _typical_trial_s(self, trial: optuna.Trial) -> float | None:
         """The median wall time of the study's completed launches so far (None before the first)."""
         completed = trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        lengths = [t.user_attrs["trial_s"] for t in completed if "trial_s" in t.user_attrs]
+        lengths = [s for t in completed if (s := records.trial_seconds(t)) is not None]
         return statistics.median(lengths) if lengths else None
 
     def _node_minutes(self, served: bool, benchmarks: int, wall_s: float) -> float:
@@ -357,28 +336,28 @@ class Objective:
     def _learn_oom(self, trial: optuna.Trial, sweep: LoadSweep) -> None:
         lowest = sweep.lowest_failure()
         if lowest is not None and sweep.measured[lowest].failure == FailureKind.OOM.value:
-            trial.set_user_attr("oom_from_level", lowest)
+            records.write(trial, oom_from_level=lowest)
 
     def _learn(self, trial: optuna.Trial, engine: Engine, config: ServerConfig, failure: LaunchFailed) -> None:
         """A failed start teaches the study: out of memory (dominance), or a rule when its message names a value."""
         if not self.space.search.learn_failures:
             return
         if failure.kind == FailureKind.OOM:
-            trial.set_user_attr("oom_from_level", 0)
+            records.write(trial, oom_from_level=0)
             return
         if failure.kind not in learning.LEARNABLE:
             return
         params = self.space.engine_params(config.engine)
         knobs = {name: params[name].knob_values(name.split(".", 1)[-1], value) for name, value in trial.params.items()
                  if name in params and value is not None}  # fmt: skip
-        served = {(name, value) for t in trial.study.get_trials(deepcopy=False) if t.user_attrs.get("load")
+        served = {(name, value) for t in trial.study.get_trials(deepcopy=False) if records.chosen_load(t)
                   for name, value in t.params.items()}  # fmt: skip
         named = [n for n in learning.named_params(engine, config, knobs, failure.evidence)
                  if (n, trial.params[n]) not in served]  # fmt: skip
         if len(named) == 1:
             rule = learning.learn(trial.study, trial.number, named[0], trial.params[named[0]], failure.kind,
                                   failure.reason)  # fmt: skip
-            trial.set_user_attr("taught_rule", rule)
+            records.write(trial, taught_rule=rule)
             log.info("trial %d taught the study rule %s", trial.number, rule)
 
     # -- progress, records --------------------------------------------------------------------------------------
@@ -408,7 +387,7 @@ class Objective:
         for the others to be compared with; and a load once any of its requests failed, which is reported no more
         (its running value counts only the requests that succeeded): the load fails and the sweep goes lighter."""
         metric = self.metrics[0].name
-        baseline = bool(trial.user_attrs.get("baseline"))
+        baseline = records.is_baseline(trial)
 
         def report(progress: Progress) -> None:
             if _requests_failed(progress):  # the counts are the load's so far: once failed, never judged again
@@ -422,15 +401,14 @@ class Objective:
                 return
             # the last checkpoint is the measurement itself: keep it, however it compares
             if not baseline and progress.finished < progress.total and trial.should_prune():
-                trial.set_user_attr("outcome", Outcome.PRUNED)
-                trial.set_user_attr("pruned_at", f"{progress.finished}/{progress.total} requests")
+                records.write(trial, outcome=Outcome.PRUNED, pruned_at=f"{progress.finished}/{progress.total} requests")
                 raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")
 
         return report
 
     def _record_command(self, trial: optuna.Trial, launch: dict) -> None:
         """The launch command (redacted) as an attribute and as a shell-script artifact (shown by optuna-dashboard)."""
-        trial.set_user_attr("launch", launch)
+        records.write(trial, launch=launch)
         path = self.env.study_dir / "trials" / str(trial.number) / "command.sh"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(shell_script(launch) + "\n")

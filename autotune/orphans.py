@@ -29,16 +29,14 @@ from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages._rdb import models as rdb_models  # the heartbeat table: Optuna reads it the same way
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune import records
 from autotune.server import group_record, kill_group, recorded_group_alive
 
 log = logging.getLogger(__name__)
-WORKER_ATTR, ENGINE_ATTR = "worker_process", "engine_process"
-# what a retry must not inherit from the trial it replaces: that trial's tuner, engine and cost are not the retry's
-# (a retry popped by a live worker must not look like the dead worker's trial until it records its own)
-# what marks a fixed configuration, the only user attributes a configuration queued again keeps (a dead worker's
-# retry here, a launch whose engine was not installed in autotune.trial_queue): not the dead attempt's results, log or
-# failure, which would show on the retry (and keep a good result out of the ranking)
-FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of")
+# A retry must not inherit from the trial it replaces that trial's tuner, engine and cost (a retry popped by a live
+# worker must not look like the dead worker's trial until it records its own): it keeps only what marks a fixed
+# configuration (``autotune.records.FIXED_MARKS``), not the dead attempt's results, log or failure, which would show on
+# the retry (and keep a good result out of the ranking).
 
 
 class TunerProcess(pydantic.BaseModel):
@@ -84,8 +82,8 @@ class EngineProcess(pydantic.BaseModel):
     @classmethod
     def of(cls, trial: FrozenTrial) -> EngineProcess | None:
         try:
-            return cls.model_validate(trial.user_attrs[ENGINE_ATTR])
-        except (KeyError, pydantic.ValidationError):
+            return cls.model_validate(records.TrialRecord.of(trial).engine_process)
+        except pydantic.ValidationError:  # none recorded (None), or an older study's record
             return None
 
     def alive_here(self) -> bool:
@@ -102,8 +100,7 @@ class EngineProcess(pydantic.BaseModel):
 def mark_worker(trial: optuna.Trial) -> None:
     """Record which process runs ``trial``: ``worker`` to read (host:pid), ``worker_process`` to check."""
     tuner = TunerProcess.this_one()
-    trial.set_user_attr("worker", f"{tuner.host}:{tuner.pid}")
-    trial.set_user_attr(WORKER_ATTR, tuner.model_dump())
+    records.write(trial, worker=f"{tuner.host}:{tuner.pid}", worker_process=tuner.model_dump())
 
 
 def end_dead_workers_trials(study: optuna.Study) -> list[int]:
@@ -133,14 +130,14 @@ class KillOrphanAndRetry:
         if engine is not None:
             _kill_orphan(trial.number, engine)
         retried = copy.copy(trial)
-        retried.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in FIXED_MARKS}
+        retried.user_attrs = records.fixed_marks(trial)
         self.retry(study, retried)
 
 
 def _tuner_gone(trial: FrozenTrial) -> bool:
     try:
-        tuner = TunerProcess.model_validate(trial.user_attrs[WORKER_ATTR])
-    except (KeyError, pydantic.ValidationError):  # not recorded yet (just popped), or an older study's trial
+        tuner = TunerProcess.model_validate(records.TrialRecord.of(trial).worker_process)
+    except pydantic.ValidationError:  # not recorded yet (None: just popped), or an older study's trial
         return False
     return tuner.gone_from_this_host()
 
@@ -163,10 +160,10 @@ def _end(study: optuna.Study, trial: FrozenTrial) -> bool:
             # gone already, or on another machine: it ran at least until the trial's last heartbeat
             ended_at = _kill_orphan(trial.number, engine) or _last_heartbeat(storage, trial._trial_id)
             engine = engine.model_copy(update={"ended_at": ended_at})
-            storage.set_trial_user_attr(trial._trial_id, ENGINE_ATTR, engine.model_dump())
-            if (minutes := engine.node_minutes()) is not None and "simulated" not in trial.user_attrs:
+            records.write_stored(storage, trial._trial_id, engine_process=engine.model_dump())
+            if (minutes := engine.node_minutes()) is not None and not records.is_simulated(trial):
                 # a simulated trial's node-minutes are the space's virtual costs (autotune.objective), not its time
-                storage.set_trial_user_attr(trial._trial_id, "node_minutes", minutes)
+                records.write_stored(storage, trial._trial_id, node_minutes=minutes)
         if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
             return False
     except optuna.exceptions.UpdateFinishedTrialError:

@@ -23,6 +23,7 @@ from typing import Any
 from autotune.backends import prediction_backend, simulator_knows_model
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UnsupportedConfig
+from autotune.ranking import maximized, sign
 from autotune.serving import Backend, Serving
 from autotune.space import SearchSpace
 
@@ -67,8 +68,8 @@ def _rank(space: SearchSpace, model: str) -> list[Ranked]:
     backends = {engine: prediction_backend(space, engine, model) for engine in space.engines}
     ranked = [Ranked(engine, params, _predict(space, backends[engine], engine, params))
               for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
-    sign = 1 if space.objective.metrics[0].direction == "maximize" else -1
-    ranked.sort(key=lambda r: (r.predicted is None, -sign * (r.predicted or 0.0)))
+    better = sign(space.objective.metrics[0].direction)
+    ranked.sort(key=lambda r: (r.predicted is None, -better * (r.predicted or 0.0)))
     return ranked
 
 
@@ -119,7 +120,7 @@ def _best_load(space: SearchSpace, engine: str, predicted: Serving) -> float | N
             break
         if value is None or math.isnan(value):
             continue
-        if best is None or (value > best) == (objective.metrics[0].direction == "maximize"):
+        if best is None or (value > best) == maximized(objective.metrics[0].direction):
             best = value
     return best
 

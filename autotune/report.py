@@ -15,6 +15,7 @@ import logging
 import math
 import warnings
 from datetime import datetime
+from enum import StrEnum
 
 import optuna
 import pandas as pd
@@ -24,13 +25,14 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 from pydantic import ValidationError
 
+from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import UsageError
 from autotune.export import printed_launch
 from autotune.ranking import feasible, maximizes, ranked
+from autotune.records import RECORDED, Outcome, StudyRecord, TrialRecord
 from autotune.space import load_order
-from autotune.sweep import RECORDED
 
 log = logging.getLogger(__name__)
 ATTRS = ("engine", "failure_kind", "failure_reason", "duplicate_of", "baseline", "launched", "node_minutes",
@@ -45,11 +47,11 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, state, outcome, feasible, value(s), GPUs, attributes, ``param:<name>`` columns."""
     rows = []
     for trial in study.get_trials(deepcopy=False):
-        attrs = trial.user_attrs
+        record = TrialRecord.of(trial)
         row = {"number": trial.number, "state": trial.state.name, "outcome": _outcome(trial),
                "feasible": feasible(trial), "value": trial.values[0] if trial.values else None,
-               "simulated": "simulated" in attrs, "gpus": _gpus(attrs.get("config"))}  # fmt: skip
-        row |= {name: attrs.get(name) for name in ATTRS}
+               "simulated": record.simulated is not None, "gpus": _gpus(record.config)}  # fmt: skip
+        row |= {name: _attr(record, name) for name in ATTRS}
         row |= {f"param:{name}": value for name, value in trial.params.items()}
         rows.append(row)
     return pd.DataFrame(rows)
@@ -61,12 +63,12 @@ def loads_frame(study: optuna.Study) -> pd.DataFrame:
     (1000 / mean TPOT: the speed at which one user sees tokens arrive)."""
     rows = []
     for trial in study.get_trials(deepcopy=False):
-        gpus = _gpus(trial.user_attrs.get("config"))
-        for record in trial.user_attrs.get("benchmarks") or []:
-            if "metrics" in record:  # a load that failed measured nothing
-                rows.append({"number": trial.number, "engine": trial.user_attrs.get("engine"),
-                             "load": _load_label(record["load"]), "order": load_order(record["load"]),
-                             "feasible": bool(record["feasible"]), "gpus": gpus} | record["metrics"])  # fmt: skip
+        record = TrialRecord.of(trial)
+        gpus = _gpus(record.config)
+        for level in record.measured_loads:  # a load that failed measured nothing
+            row = {"number": trial.number, "engine": record.engine, "load": _load_label(level.load),
+                   "order": load_order(level.load), "feasible": level.feasible, "gpus": gpus}  # fmt: skip
+            rows.append(row | level.metrics)
     frame = pd.DataFrame(rows, columns=["number", "engine", "load", "order", "feasible", "gpus", *RECORDED])
     ranks = {order: rank for rank, order in enumerate(sorted(set(frame.order)))}
     frame = frame.assign(load_rank=frame.order.map(ranks)).drop(columns="order")
@@ -75,12 +77,24 @@ def loads_frame(study: optuna.Study) -> pd.DataFrame:
                         tokens_per_user=1000 / tpot.where(tpot > 0))  # fmt: skip
 
 
+def _attr(record: TrialRecord, name: str):
+    """A field of the record, or a metric of its chosen load, as the trials table shows it (None: not stored)."""
+    if name in TrialRecord.model_fields:
+        if name not in record.model_fields_set:  # never stored: no default shown in its place
+            return None
+        value = getattr(record, name)
+        return str(value) if isinstance(value, StrEnum) else value
+    return record.metrics.get(name)
+
+
 def _outcome(trial: optuna.trial.FrozenTrial) -> str:
+    """What the report groups a trial under: ``measured`` for any trial that served (an SLO miss, or a duplicate of
+    a measured trial, included: its value is drawn), else its failure, ``pruned``, or its state while it has none."""
     if trial.state == optuna.trial.TrialState.PRUNED:
-        return "pruned"
+        return Outcome.PRUNED.value
     if trial.state != optuna.trial.TrialState.COMPLETE:
         return trial.state.name.lower()
-    return trial.user_attrs.get("failure_kind") or "measured"
+    return str(records.failure_kind(trial) or Outcome.MEASURED)
 
 
 def _gpus(config: dict | None) -> int | None:
@@ -98,17 +112,18 @@ def _load_label(load: dict) -> str:
 
 
 def _slos(study: optuna.Study) -> dict[str, float]:
-    return study.user_attrs.get("objective", {}).get("slo", {})
+    return StudyRecord.of(study).slo
 
 
 def _slo_misses(trial: optuna.trial.FrozenTrial, slos: dict[str, float]) -> str:
     """The SLOs a measured trial missed, as 'p99_tpot_ms 63.2 > 50' (its SLO constraints are positive); '' if none."""
-    if trial.user_attrs.get("failure_kind"):
+    if records.failure_kind(trial):
         return ""
+    metrics = TrialRecord.of(trial).metrics
     misses = []
     for metric, limit in slos.items():
         if (trial.constraints or {}).get(f"slo:{metric}", 0) > 0:
-            measured = trial.user_attrs.get(metric)
+            measured = metrics.get(metric)
             misses.append(f"{metric} {measured:.1f} > {limit:g}" if measured is not None else f"{metric} > {limit:g}")
     return ", ".join(misses)
 
@@ -185,7 +200,7 @@ def load_figure(loads: pd.DataFrame, best: list[optuna.trial.FrozenTrial]) -> go
     for rank, trial in enumerate(best):
         sweep = loads[loads.number == trial.number].sort_values("load_rank")
         colour = px.colors.qualitative.Plotly[rank % len(px.colors.qualitative.Plotly)]
-        name = f"#{rank + 1}: trial {trial.number} ({trial.user_attrs.get('engine')})"
+        name = f"#{rank + 1}: trial {trial.number} ({TrialRecord.of(trial).engine})"
         for column, metric in enumerate(panels, start=1):
             line = go.Scatter(x=sweep.load, y=sweep[metric], mode="lines+markers", line_color=colour, name=name,
                               legendgroup=name, showlegend=column == 1)  # fmt: skip
@@ -278,7 +293,7 @@ def figures(study: optuna.Study) -> dict[str, go.Figure]:
     frame, loads = trials_frame(study), loads_frame(study)
     metric, maximize = _metric(study), maximizes(study)
     # a duplicate repeats an earlier trial's outcome without a sweep of its own
-    launched = [t for t in ranked(study.get_trials(deepcopy=False), maximize) if "duplicate_of" not in t.user_attrs]
+    launched = [t for t in ranked(study.get_trials(deepcopy=False), maximize) if not records.is_duplicate(t)]
     drawn = {
         "Optimization history": history_figure(frame, metric, maximize),
         "Throughput per GPU vs interactivity": front_figure(loads, "tokens_per_user", True,
@@ -312,8 +327,8 @@ def baseline_rows(study: optuna.Study, best: optuna.trial.FrozenTrial) -> pd.Dat
     metrics = study.metric_names or ["value"]
     slos = _slos(study)
     best_values = _shown_values(best, metrics, slos)
-    rows = [(f"{t.user_attrs.get('engine')} baseline", t, False) for t in study.get_trials(deepcopy=False)
-            if t.user_attrs.get("baseline")] + [(f"best ({best.user_attrs.get('engine')})", best, True)]  # fmt: skip
+    rows = [(f"{TrialRecord.of(t).engine} baseline", t, False) for t in study.get_trials(deepcopy=False)
+            if records.is_baseline(t)] + [(f"best ({TrialRecord.of(best).engine})", best, True)]  # fmt: skip
     table = []
     for label, trial, is_best in rows:
         values = _shown_values(trial, metrics, slos)
@@ -337,9 +352,10 @@ def _gain(this: float | None, best: float, maximize: bool) -> str:
 
 def _shown_values(trial: optuna.trial.FrozenTrial, metrics: list[str], slos: dict[str, float]) -> dict:
     """A trial's objective values and SLO metrics, or None for each where it measured nothing (failed, pruned)."""
-    measured = trial.state == optuna.trial.TrialState.COMPLETE and not trial.user_attrs.get("failure_kind")
+    measured = trial.state == optuna.trial.TrialState.COMPLETE and not records.failure_kind(trial)
     values = dict(zip(metrics, trial.values if measured else [None] * len(metrics), strict=True))
-    return values | {m: trial.user_attrs.get(m) if measured else None for m in slos if m not in values}
+    stored = TrialRecord.of(trial).metrics
+    return values | {m: stored.get(m) if measured else None for m in slos if m not in values}
 
 
 def cost_line(frame: pd.DataFrame) -> str:
@@ -363,7 +379,7 @@ def render_html(study: optuna.Study, best: optuna.trial.FrozenTrial | None) -> s
              f"<p id='cost'>{html.escape(cost_line(frame))}</p>"]  # fmt: skip
     if best is not None:
         parts += [f"<h2>Best: trial {best.number}, {html.escape(metric)} = {best.values[0]:.2f}</h2>",
-                  f"<pre id='best-command'>{html.escape(printed_launch(best.user_attrs['launch']))}</pre>",
+                  f"<pre id='best-command'>{html.escape(printed_launch(TrialRecord.of(best).launch))}</pre>",
                   baseline_rows(study, best).to_html(index=False, classes="baseline")]  # fmt: skip
     for index, (title, figure) in enumerate(figures(study).items()):
         plot = pio.to_html(figure, full_html=False, include_plotlyjs="inline" if index == 0 else False,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import optuna
 
+from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.engines.base import API_KEY_FLAG
@@ -25,7 +26,8 @@ OPENAI_KEY_ENV = "OPENAI_API_KEY"  # what vllm bench serve (and autotune bench b
 
 def measured_workload(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> Workload:
     """The workload the trial's value was measured with: the study's, at the trial's chosen load."""
-    return Workload.model_validate(study.user_attrs.get("workload", {}) | (trial.user_attrs.get("load") or {}))
+    stored = records.StudyRecord.of(study).workload or {}
+    return Workload.model_validate(stored | (records.chosen_load(trial) or {}))
 
 
 def launch_on_port(launch: dict, port: int) -> dict:
@@ -40,15 +42,16 @@ def api_key_env(trial: optuna.trial.FrozenTrial) -> str | None:
     """The environment variable a client reads the launch's API key from, or None when the launch needs none:
     the engine's own variable when the launch took the key from there (``study best`` says to set it), else
     OPENAI_API_KEY, to be set to the value of ``--api-key``."""
-    launch = trial.user_attrs["launch"]
-    engine = get_engine(trial.user_attrs["config"]["engine"])
+    record = records.TrialRecord.of(trial)
+    launch = record.launch
+    engine = get_engine(record.config["engine"])
     if engine.api_key_env and engine.api_key_env in launch.get("secret_env", []):
         return engine.api_key_env
     return OPENAI_KEY_ENV if API_KEY_FLAG in launch["argv"] else None
 
 
 def _config(trial: optuna.trial.FrozenTrial) -> ServerConfig:
-    return ServerConfig.model_validate(trial.user_attrs["config"])
+    return ServerConfig.model_validate(records.public_config(trial))
 
 
 def _tokenizer(config: ServerConfig, workload: Workload) -> str | None:

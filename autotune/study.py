@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
-from autotune import budget, names, study_setup
+from autotune import budget, names, records, study_setup
 from autotune.backends import engine_for
 from autotune.engines import Engine
 from autotune.errors import AutotuneError
@@ -122,7 +122,7 @@ def node_minutes_spent(study: optuna.Study) -> float:
 
 def node_minutes_of(trials: Iterable[optuna.trial.FrozenTrial]) -> float:
     """The node-minutes of ``trials`` together (for a caller that has read them already)."""
-    return sum(t.user_attrs.get("node_minutes") or 0.0 for t in trials)
+    return sum(records.node_minutes(t) for t in trials)
 
 
 @dataclass

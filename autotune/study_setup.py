@@ -2,7 +2,7 @@
 
 Whichever `study run` finds a step undone does it, under the study's budget lock: the study's description (the space
 it was made with and its metrics; ``space_digest``, written last, says it is whole), its first configurations queued
-once (each engine's baseline, then the prior's best; ``FIRST_QUEUED_ATTR`` says they were, and a creator killed while
+once (each engine's baseline, then the prior's best; ``first_queued`` says they were, and a creator killed while
 queueing them leaves those it queued, which are not queued again), and its budget (``autotune.budget.set_budget``).
 No flag waits for a creator that may have died: a study killed while being made is finished by the next run.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 
+from autotune import records
 from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
 from autotune.prior import prior_model, rank
@@ -24,8 +25,6 @@ from autotune.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.trial_queue import FixedConfiguration, queue_fixed, queued_params
 
 log = logging.getLogger(__name__)
-FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
-_DIGEST_ATTR = "space_digest"
 
 
 def open_study(space: SearchSpace, name: str, storage, sampler: optuna.samplers.BaseSampler,
@@ -40,7 +39,7 @@ def open_study(space: SearchSpace, name: str, storage, sampler: optuna.samplers.
 
 
 def first_queued(study: optuna.Study) -> bool:
-    return bool(study.user_attrs.get(FIRST_QUEUED_ATTR))
+    return records.StudyRecord.of(study).first_queued
 
 
 def first_configurations(space: SearchSpace, n_trials: int,
@@ -48,10 +47,10 @@ def first_configurations(space: SearchSpace, n_trials: int,
     """What the study launches first: each engine's baseline (as many as the budget has room for), then the prior's
     best-predicted configurations. Computed outside the budget lock: the prior's ranking can take minutes."""
     baselines = [baseline_params(space, engine) for engine in list(space.engines)[:n_trials]]
-    first = [FixedConfiguration(params, {"baseline": True}) for params in baselines]
+    first = [FixedConfiguration(params, records.stored(baseline=True)) for params in baselines]
     for position, (params, predicted) in enumerate(_prior_params(space, baselines, n_trials - len(baselines),
                                                                  on_status), 1):  # fmt: skip
-        first.append(FixedConfiguration(params, {"prior": position, "prior_predicted": predicted}))
+        first.append(FixedConfiguration(params, records.stored(prior=position, prior_predicted=predicted)))
     return first
 
 
@@ -61,27 +60,27 @@ def set_up(study: optuna.Study, space: SearchSpace, space_path: Path, first: lis
     Raises:
         AutotuneError: the study was made with another search space.
     """
-    if study.user_attrs.get(_DIGEST_ATTR) is None:
+    if records.StudyRecord.of(study).space_digest is None:
         _describe(study, space, space_path)
-    if study.user_attrs[_DIGEST_ATTR] != _digest(space):
+    described = records.StudyRecord.of(study)
+    if described.space_digest != _digest(space):
         raise AutotuneError(f"study {study.study_name!r} was made with another search space "
-                            f"({study.user_attrs.get('space_path')}); fix: use --study with a new name")  # fmt: skip
+                            f"({described.space_path}); fix: use --study with a new name")  # fmt: skip
     if first_queued(study):
         return
     already = queued_params(study)  # by a creator killed part-way through this step
     for fixed in first:
         if fixed.params not in already:
             queue_fixed(study, fixed)
-    study.set_user_attr(FIRST_QUEUED_ATTR, True)
+    records.write_study(study, first_queued=True)
 
 
 def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None:
     study.set_metric_names([m.name for m in space.objective.metrics])
-    study.set_user_attr("space_path", str(Path(space_path).resolve()))  # `study validate` from any directory
-    study.set_user_attr("space_name", space.name)
-    study.set_user_attr("objective", space.objective.model_dump(mode="json"))
-    study.set_user_attr("workload", space.workload.model_dump(mode="json"))
-    study.set_user_attr(_DIGEST_ATTR, _digest(space))  # last: the description is whole
+    # the space's absolute path: `study validate` from any directory; the digest last: the description is whole
+    records.write_study(study, space_path=str(Path(space_path).resolve()), space_name=space.name,
+                        objective=space.objective.model_dump(mode="json"),
+                        workload=space.workload.model_dump(mode="json"), space_digest=_digest(space))  # fmt: skip
 
 
 def _digest(space: SearchSpace) -> str:

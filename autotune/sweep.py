@@ -23,11 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.ranking import maximized, sign
+from autotune.records import LoadRecord
 from autotune.space import Objective
-from autotune.text import shorten
 
-RECORDED = ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "mean_ttft_ms",
-            "median_tpot_ms", "p99_tpot_ms", "mean_tpot_ms", "completed", "failed")  # fmt: skip
 MAX_VIOLATION = 1.0  # an SLO missed by more than its own limit counts as much as a failed launch's share
 
 
@@ -51,19 +50,13 @@ class LoadResult:
     def total_violation(self) -> float:
         return sum(max(v, 0.0) for v in self.violations.values())
 
-    def record(self) -> dict:
-        """What the trial keeps of this level (a user attribute): knobs, value, feasibility, metrics or failure."""
-        row: dict[str, Any] = {"load": self.load, "feasible": self.feasible,
-                               "value": self.values[0] if self.values else None}  # fmt: skip
-        if self.failure:
-            row |= {"failure_kind": self.failure, "failure_reason": shorten(self.reason, 300)}
-        if self.result is not None:
-            row["metrics"] = {k: self.result[k] for k in RECORDED if k in self.result}
-        if self.violations:
-            row["violations"] = {k: round(v, 4) for k, v in self.violations.items()}
-        if self.stopped_early:
-            row["stopped_early"] = True
-        return row
+    def record(self) -> LoadRecord:
+        """What the trial keeps of this level (``autotune.records``): load, value, feasibility, metrics or failure."""
+        failure = {"failure_kind": self.failure, "failure_reason": self.reason} if self.failure else {}
+        return LoadRecord.from_benchmark(self.result, self.load, feasible=self.feasible,
+                                         value=self.values[0] if self.values else None,
+                                         violations={k: round(v, 4) for k, v in self.violations.items()} or None,
+                                         stopped_early=self.stopped_early, **failure)  # fmt: skip
 
 
 def judged(objective: Objective, level: LoadResult) -> LoadResult:
@@ -96,7 +89,7 @@ class LoadSweep:
         self.measured: dict[int, LoadResult] = {}
         self.benchmarks_run = 0  # levels started, a pruned one included
         metric = objective.metrics[0]
-        self.bounded = metric.direction == "maximize" and metric.name.endswith(("throughput", "goodput", "_per_s"))
+        self.bounded = maximized(metric.direction) and metric.name.endswith(("throughput", "goodput", "_per_s"))
 
     def next_level(self) -> int | None:
         """The index of the level to measure next, or None when the sweep is done."""
@@ -136,8 +129,8 @@ class LoadSweep:
         feasible = [(i, r) for i, r in self.measured.items() if r.feasible and r.values]
         if not feasible:
             return None
-        sign = 1 if self.objective.metrics[0].direction == "maximize" else -1
-        return max(feasible, key=lambda item: (sign * item[1].values[0], -item[0]))[1]
+        better = sign(self.objective.metrics[0].direction)
+        return max(feasible, key=lambda item: (better * item[1].values[0], -item[0]))[1]
 
     def closest(self) -> LoadResult | None:
         """The measured level nearest to feasible (least total SLO violation), for a trial with no feasible level."""
@@ -148,6 +141,6 @@ class LoadSweep:
         """The lightest level that failed (no result), if any: with monotone memory, every heavier one fails too."""
         return min((i for i, r in self.measured.items() if r.failure is not None), default=None)
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[LoadRecord]:
         """Every level measured, in the order of the space's loads (lightest first)."""
         return [self.measured[i].record() for i in sorted(self.measured)]

@@ -15,14 +15,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import budget
-from autotune.orphans import FIXED_MARKS
+from autotune import budget, records
 
 
 @dataclass(frozen=True)
 class FixedConfiguration:
     """A configuration a trial launches as it is (not the sampler's choice), and what marks it for the dashboard
-    (``baseline``, ``prior``/``prior_predicted``, ``neighbour_of``: user attributes of its trial)."""
+    (``baseline``, ``prior``/``prior_predicted``, ``neighbour_of``: fields of its trial's record, as stored by
+    ``autotune.records.stored``)."""
 
     params: dict[str, Any]
     marks: dict[str, Any]
@@ -45,8 +45,7 @@ def requeue_not_installed(study: optuna.Study, failed: FrozenTrial) -> None:
     fixed configuration it had goes back in the queue as it was (a baseline stays the baseline), so the next
     `study run` after the fix launches it. A sampler's choice needs nothing: the sampler chooses again."""
     if failed.system_attrs.get("fixed_params"):
-        marks = {name: value for name, value in failed.user_attrs.items() if name in FIXED_MARKS}
-        queue_fixed(study, FixedConfiguration(failed.system_attrs["fixed_params"], marks))
+        queue_fixed(study, FixedConfiguration(failed.system_attrs["fixed_params"], records.fixed_marks(failed)))
 
 
 def start_trial(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbeat_s: int) -> optuna.Trial | None:

@@ -30,6 +30,7 @@ from autotune.bench.results import BenchmarkResult
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, LaunchFailed
 from autotune.models import resolve_model
+from autotune.ranking import sign
 from autotune.space import Objective, SearchSpace, Workload
 
 # The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
@@ -217,7 +218,7 @@ def _row(candidate: str, workload: str, reference: list[BenchmarkResult], measur
     row["reference_samples"], row["candidate_samples"] = a, b  # the metric of each repeat: the evidence itself
     diff, half = welch_difference(a, b, confidence)
     base = statistics.fmean(a)
-    better = diff if metric.direction == "maximize" else -diff
+    better = sign(metric.direction) * diff
     row["gain_pct"], row["gain_ci_pct"] = 100 * better / base, 100 * half / base
     row["verdict"] = "within noise" if abs(diff) <= half else "real"
     return row

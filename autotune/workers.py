@@ -27,13 +27,14 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from autotune import budget, names, stopping, trial_queue
+from autotune import budget, names, records, stopping, trial_queue
 from autotune.backends import engine_for
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.locks import budget_lock
 from autotune.notes import save_trial_note, trial_note
-from autotune.objective import REASON_LIMIT, Objective, Outcome
+from autotune.objective import REASON_LIMIT, Objective
 from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
+from autotune.records import Outcome
 from autotune.settings import Settings
 from autotune.space import ENUMERATION_LIMIT, SearchSpace
 from autotune.spacefile import find_space, load_space
@@ -136,7 +137,8 @@ def _refine(prepared: PreparedStudy) -> None:
         neighbour = prepared.objective.neighbour_after_duplicate(prepared.study)
         if neighbour is not None:
             trial_queue.queue_fixed(
-                prepared.study, trial_queue.FixedConfiguration(neighbour.params, {"neighbour_of": neighbour.of})
+                prepared.study,
+                trial_queue.FixedConfiguration(neighbour.params, records.stored(neighbour_of=neighbour.of)),
             )
 
 
@@ -266,6 +268,6 @@ def _tell(study, trial, objective: Objective, values=None, state=None) -> optuna
 
 def _tell_failed(study, trial, objective: Objective, exc: Exception,
                  outcome: str = Outcome.ERROR) -> optuna.trial.FrozenTrial:  # fmt: skip
-    trial.set_user_attr("outcome", outcome)  # before the tell: a finished trial's attributes are read-only
-    trial.set_user_attr("error", shorten(f"{type(exc).__name__}: {exc}", REASON_LIMIT))
+    # before the tell: a finished trial's attributes are read-only
+    records.write(trial, outcome=outcome, error=shorten(f"{type(exc).__name__}: {exc}", REASON_LIMIT))
     return _tell(study, trial, objective, state=TrialState.FAIL)

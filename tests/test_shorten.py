@@ -57,5 +57,5 @@ def test_a_rule_reason_is_printed_whole_as_written(capsys) -> None:
 
 
 def test_a_sweep_level_keeps_its_reason_cut_at_a_word() -> None:
-    kept = LoadResult({"max_concurrency": 4}, failure="crash", reason=LOG * 3).record()["failure_reason"]
+    kept = LoadResult({"max_concurrency": 4}, failure="crash", reason=LOG * 3).record().failure_reason
     assert len(kept) <= 300 and kept.endswith("…") and (LOG * 3)[len(kept) - 1] in " ,;:('\""

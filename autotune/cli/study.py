@@ -22,6 +22,7 @@ from autotune.export import container_text, docker_run, file_notes, no_image_lin
 from autotune.gpus import parse_gpus
 from autotune.names import study_name
 from autotune.ranking import best_trial, feasible
+from autotune.records import Outcome, StudyRecord, TrialRecord
 from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
 from autotune.settings import Settings
 from autotune.spacefile import find_space, load_space
@@ -132,20 +133,20 @@ def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
 
 
 def _outcome(trial: optuna.trial.FrozenTrial) -> str:
-    attrs = trial.user_attrs
+    record = TrialRecord.of(trial)
     if trial.state.name == "PRUNED":
-        return f"pruned ({attrs.get('pruned_at', 'duplicate')})"
-    if "failure_kind" in attrs:
+        return f"{Outcome.PRUNED} ({record.pruned_at or 'duplicate'})"
+    if record.failure_kind is not None:
         # a reason from a log is cut to a line, with the log's path; one of our rules' is shown whole (and wraps)
-        reason = attrs.get("failure_reason", "")
-        return f"{attrs['failure_kind']}: " + (shorten(reason, _REASON_WIDTH, attrs["server_log"])
-                                               if attrs.get("server_log") else reason)  # fmt: skip
-    dup = f" (same config as #{attrs['duplicate_of']})" if "duplicate_of" in attrs else ""
-    dup += f" on GPUs {','.join(attrs['gpus'])}" if attrs.get("gpus") else ""
+        reason = record.failure_reason or ""
+        return f"{record.failure_kind}: " + (shorten(reason, _REASON_WIDTH, record.server_log)
+                                             if record.server_log else reason)  # fmt: skip
+    dup = f" (same config as #{record.duplicate_of})" if record.duplicate else ""
+    dup += f" on GPUs {','.join(record.gpus)}" if record.gpus else ""
     if not trial.values:
         return trial.state.name
-    load = _load_text(attrs.get("load"))
-    levels = len(attrs.get("benchmarks") or [])
+    load = _load_text(record.load)
+    levels = len(record.benchmarks)
     swept = f" at {load} ({levels} loads measured on one launch)" if levels > 1 else (f" at {load}" if load else "")
     slo = "" if feasible(trial) else " (misses the SLO)"
     return f"{trial.values[0]:.1f}{swept}{slo}{dup}"
@@ -160,11 +161,12 @@ def _print_best(study: optuna.Study) -> None:
     if best is None:
         raise AutotuneError(f"study {study.study_name!r}: no feasible trial (every configuration failed or was rejected); "
                             f"see `autotune study show {study.study_name}`")  # fmt: skip
-    simulated = "SIMULATED " if "simulated" in best.user_attrs else ""
+    record = TrialRecord.of(best)
+    simulated = "SIMULATED " if record.simulated is not None else ""
     metric = study.metric_names[0] if study.metric_names else "value"
     print(f"{simulated}best: trial {best.number}, {metric} = {best.values[0]:.2f}")
-    notes = file_notes(ServerConfig.model_validate(best.user_attrs["config"])) if "config" in best.user_attrs else []
-    print("".join(f"{note}\n" for note in notes) + printed_launch(best.user_attrs["launch"]))
+    notes = file_notes(ServerConfig.model_validate(record.config)) if record.config is not None else []
+    print("".join(f"{note}\n" for note in notes) + printed_launch(record.launch))
     Console().print(_baseline_table(study, best, simulated))
 
 
@@ -227,7 +229,7 @@ def show(
 
     study = load_study(study_name, storage)
     name = study.study_name
-    slos = study.user_attrs.get("objective", {}).get("slo", {})
+    slos = StudyRecord.of(study).slo
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     rows = [_trial_row(t) | {"slo_miss": slo_miss_text(t, slos)} for t in trials.values()]
     console = Console()
@@ -238,7 +240,7 @@ def show(
         if as_json:
             print(json.dumps(row, indent=1, default=str))
             return
-        print_trial(console, row, trials[trial_number].user_attrs.get("failure_reason", ""))
+        print_trial(console, row, TrialRecord.of(trials[trial_number]).failure_reason or "")
         return
     failures = Counter(r["failure_kind"] for r in rows if r["failure_kind"])
     total = round(sum(r["node_minutes"] or 0 for r in rows), 2)
@@ -247,7 +249,7 @@ def show(
     if as_json:
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
                           "node_minutes_on_failures": on_failures, "learned_rules": rules,
-                          "budget": budget.summary(study)}, indent=1, default=str))  # fmt: skip
+                          "budget": budget.summary(study).model_dump()}, indent=1, default=str))  # fmt: skip
         return
     print_trials(console, name, rows)
     console.print(budget.summary_line(study))
@@ -259,16 +261,16 @@ def show(
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
-    attrs = t.user_attrs
-    return {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": bool(attrs.get("baseline")),
-            "prior": attrs.get("prior"), "engine": attrs.get("engine"), "params": t.params, "values": t.values,
-            "load": attrs.get("load"), "launched": bool(attrs.get("launched")), "benchmarks": attrs.get("benchmarks", []),
-            "node_minutes": attrs.get("node_minutes"), "failure_kind": attrs.get("failure_kind"),
-            "rejected_by": attrs.get("rejected_by"), "taught_rule": attrs.get("taught_rule"),
-            "duplicate_of": attrs.get("duplicate_of"), "launch_s": attrs.get("launch_s"),
-            "benchmark_s": attrs.get("benchmark_s"), "gpus": attrs.get("gpus"),
-            "engine_process": attrs.get("engine_process"),
-            "gpu_memory_mib": attrs.get("gpu_memory_mib")}  # fmt: skip
+    """The trial as `study show` shows it (and prints with --json): its record's fields, flat."""
+    r = TrialRecord.of(t)
+    failure_kind = None if r.failure_kind is None else str(r.failure_kind)
+    return {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": r.baseline,
+            "prior": r.prior, "engine": r.engine, "params": t.params, "values": t.values, "load": r.load,
+            "launched": r.launched, "benchmarks": [level.stored() for level in r.benchmarks],
+            "node_minutes": r.node_minutes, "failure_kind": failure_kind, "rejected_by": r.rejected_by,
+            "taught_rule": r.taught_rule, "duplicate_of": r.duplicate_of, "launch_s": r.launch_s,
+            "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
+            "gpu_memory_mib": r.gpu_memory_mib}  # fmt: skip
 
 
 def _register_validate() -> None:
@@ -325,16 +327,18 @@ def best(
     trial = best_trial(study)
     if trial is None:
         raise AutotuneError(f"study {name!r} has no feasible trial yet")
-    if "config" not in trial.user_attrs:
+    record = TrialRecord.of(trial)
+    if record.config is None:
         raise AutotuneError(f"study {name!r}: trial {trial.number} was recorded by an older autotune, without its "
                             "configuration; fix: run the study again with this version")  # fmt: skip
-    launch = launch_on_port(trial.user_attrs["launch"], port)
-    config = ServerConfig.model_validate(trial.user_attrs["config"])
+    launch = launch_on_port(record.launch, port)
+    config = ServerConfig.model_validate(record.config)
     bench, vllm_bench = bench_argv(study, trial, port), vllm_bench_argv(study, trial, port)
-    secret_env, key_env = trial.user_attrs["launch"].get("secret_env", []), api_key_env(trial)
+    secret_env, key_env = record.launch.get("secret_env", []), api_key_env(trial)
     if as_json:
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
-                          "load": trial.user_attrs.get("load", {}), "simulated": "simulated" in trial.user_attrs,
+                          "load": record.load if record.load is not None else {},
+                          "simulated": record.simulated is not None,
                           "launch": launch, "docker": docker_run(config, secret_env, port), "bench": bench,
                           "vllm_bench": vllm_bench, "api_key_env": key_env,
                           "files_needed": config.files_needed()}, indent=1))  # fmt: skip
@@ -342,10 +346,10 @@ def best(
     if docker_only:
         print(container_text(config, secret_env, port))
         return
-    if "simulated" in trial.user_attrs:
+    if record.simulated is not None:
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"
-    load = _load_text(trial.user_attrs.get("load"))
+    load = _load_text(record.load)
     print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}" + (f" at {load}" if load else ""))
     print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
     print("# reproduce the measurement (once the server above is ready):")

@@ -12,6 +12,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from autotune.records import Outcome
+
 
 def slo_miss_text(trial, slos: dict[str, float]) -> str:
     """'misses SLO: p99_tpot_ms 63.2 > 50' for a measured trial that missed an SLO; '' otherwise."""
@@ -30,7 +32,7 @@ def outcome_parts(r: dict) -> list[str]:
     parts += [f"taught {r['taught_rule']}"] if r["taught_rule"] else []
     parts += [f"dup of #{r['duplicate_of']}"] if r["duplicate_of"] is not None else []
     parts = [p for p in parts if p]
-    return parts or (["measured"] if r["state"] == "COMPLETE" and r["values"] else [])
+    return parts or ([Outcome.MEASURED.value] if r["state"] == "COMPLETE" and r["values"] else [])
 
 
 def row_outcome(r: dict) -> str:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune import records
 from autotune.bench import datasets
 from autotune.cli.command import parse_assignments
 from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study
@@ -136,12 +137,12 @@ def _progress(console: Console) -> Iterator[Callable[[Step], None]]:
 
 def _objective(study: optuna.Study, space: SearchSpace) -> Objective:
     """The study's objective and SLOs as it was run (stored at its creation), else the space file's."""
-    stored = study.user_attrs.get("objective")
+    stored = records.StudyRecord.of(study).objective
     return Objective.model_validate(stored) if stored else space.objective
 
 
 def _space_of(study: optuna.Study) -> SearchSpace:
-    path = study.user_attrs.get("space_path")
+    path = records.StudyRecord.of(study).space_path
     if not path or not Path(path).exists():
         raise UsageError(f"study {study.study_name!r}: its space file {path!r} is gone; fix: restore it")
     return load_space(Path(path))
@@ -154,7 +155,7 @@ def _contender(study: optuna.Study, space: SearchSpace, which: str) -> Contender
     if which == "best":
         trial = best_trial(study)
     elif which == "baseline":
-        trial = best_of((t for t in trials if t.user_attrs.get("baseline")), maximizes(study))
+        trial = best_of((t for t in trials if records.is_baseline(t)), maximizes(study))
     elif which.isdigit() and int(which) < len(trials):
         trial = trials[int(which)]
     else:
@@ -163,8 +164,8 @@ def _contender(study: optuna.Study, space: SearchSpace, which: str) -> Contender
         raise UsageError(f"study {study.study_name!r} has no feasible {which} trial to validate")
     point = space.point_from_params(trial.params)
     role = "" if which.isdigit() else f" ({which})"
-    if "load" in trial.user_attrs:
-        return Contender(point.server, dict(trial.user_attrs["load"]), f"trial {trial.number}{role}")
+    if (load := records.chosen_load(trial)) is not None:
+        return Contender(point.server, dict(load), f"trial {trial.number}{role}")
     return Contender(point.server, dict(point.client), f"trial {trial.number}{role}, which served no load")
 
 
