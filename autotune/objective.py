@@ -33,9 +33,8 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune import learning, records, refine, stopping
+from autotune import learning, pruning, records, refine, stopping
 from autotune.backends import anchored_paths, serving_backend
-from autotune.bench.runner import Progress
 from autotune.config import ServerConfig
 from autotune.engines import Engine
 from autotune.errors import EngineNotInstalled, FailureKind, LaunchFailed, UnsupportedConfig
@@ -54,11 +53,7 @@ from autotune.text import shorten
 log = logging.getLogger(__name__)
 LAUNCH_CONSTRAINT = "launch"
 PESSIMISTIC = {"maximize": 0.0, "minimize": 1e12}
-_CHECKPOINT_STEPS = 10
-_WARMUP_CHECKPOINTS = 3
 _DUPLICATE_POLL_S = 1.0
-# A load level is abandoned once its SLO is clearly lost: this share of its requests done, a limit exceeded this much.
-_LOST_AFTER, _LOST_FACTOR = 0.3, 2.0
 REASON_LIMIT = 500  # characters of a failure reason kept in the trial (the server log has the rest)
 
 
@@ -80,19 +75,6 @@ class TrialEnvironment:
     # fails a study's stale trials (and retries them): under the study's slot lock, where other workers run too
     fail_stale_trials: Callable[[optuna.Study], None] = optuna.storages.fail_stale_trials
     on_status: StatusCallback = no_status  # what the trial is doing now, for the command line's progress display
-
-
-class LoadLost(Exception):
-    """A load level's SLO is clearly lost part-way: the level stops with its running metrics."""
-
-    def __init__(self, metrics: dict) -> None:
-        self.metrics = metrics
-        super().__init__("SLO clearly lost")
-
-
-def _requests_failed(progress: Progress) -> bool:
-    """Whether any request of the load so far has failed."""
-    return progress.metrics.get("failed", 0) > 0
 
 
 class Objective:
@@ -304,7 +286,7 @@ class Objective:
             try:
                 # the sweep keeps vllm bench's fields as a dict, as the trial's records and benchmark.json store them
                 sweep.add(index, LoadResult(load, launch.measure(workload, on_progress=hook).to_vllm_json()))
-            except LoadLost as lost:
+            except pruning.LoadLost as lost:
                 sweep.add(index, LoadResult(load, lost.metrics, stopped_early=True))
             except LaunchFailed as exc:
                 stopping.raise_if_requested()  # the engine died of the SIGTERM that stops us: no verdict on the load
@@ -362,49 +344,14 @@ class Objective:
 
     # -- progress, records --------------------------------------------------------------------------------------
     def _progress_hook(self, trial: optuna.Trial, level: int | None):
-        """Optuna's pruner watches the trial's first benchmark (at ``level``; None for the later ones); every level
-        stops once its SLO is clearly lost, unless its requests are failing: such a level ends as a failure (its kind
-        from the server log, ``Launch.measure``), not as an SLO miss, so that an out-of-memory load is learned."""
+        """What watches a load as it runs (``autotune.pruning``): Optuna's pruner on the trial's first benchmark (at
+        ``level``; None for the later ones) when the study has one metric, and the SLO on every load."""
         prune = self._pruning_hook(trial, level) if level is not None and len(self.metrics) == 1 else None
-
-        def report(progress: Progress) -> None:
-            if prune is not None:
-                prune(progress)
-            if _requests_failed(progress):
-                return
-            if progress.finished >= _LOST_AFTER * progress.total and progress.finished < progress.total:
-                running = progress.metrics  # in the engine's own time (the serving backend's business)
-                if any(running.get(m, 0) > _LOST_FACTOR * limit for m, limit in self.slo.items()):
-                    raise LoadLost(running)
-
-        return report
+        return pruning.progress_hook(prune, self.slo)
 
     def _pruning_hook(self, trial: optuna.Trial, level: int):
-        """Each load level has its own range of steps, so the pruner compares a trial only with trials whose first
-        benchmark ran at the same load (a lighter load's throughput is no sign of a worse configuration).
-
-        Never judged: a baseline (``baseline`` attribute, kept by a retried one), whose checkpoints are still reported
-        for the others to be compared with; and a load once any of its requests failed, which is reported no more
-        (its running value counts only the requests that succeeded): the load fails and the sweep goes lighter."""
-        metric = self.metrics[0].name
-        baseline = records.is_baseline(trial)
-
-        def report(progress: Progress) -> None:
-            if _requests_failed(progress):  # the counts are the load's so far: once failed, never judged again
-                return
-            value = progress.metrics.get(metric)
-            if value is None:
-                return
-            checkpoint = round(progress.finished / progress.total * _CHECKPOINT_STEPS)
-            trial.report(float(value), step=level * (_CHECKPOINT_STEPS + 1) + checkpoint)
-            if checkpoint < _WARMUP_CHECKPOINTS:  # the first requests are the ramp-up: judge nothing yet
-                return
-            # the last checkpoint is the measurement itself: keep it, however it compares
-            if not baseline and progress.finished < progress.total and trial.should_prune():
-                records.write(trial, outcome=Outcome.PRUNED, pruned_at=f"{progress.finished}/{progress.total} requests")
-                raise optuna.TrialPruned(f"{metric} {value:.1f} at {progress.finished}/{progress.total} requests")
-
-        return report
+        """Optuna's pruner on the first benchmark of ``trial``, run at load ``level`` (``autotune.pruning``)."""
+        return pruning.pruning_hook(trial, level, self.metrics[0].name)
 
     def _record_command(self, trial: optuna.Trial, launch: dict) -> None:
         """The launch command (redacted) as an attribute and as a shell-script artifact (shown by optuna-dashboard)."""

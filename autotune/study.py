@@ -94,7 +94,7 @@ def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
     if space.search.pruner == "none":
         return optuna.pruners.NopPruner()
     # judged only against 3 or more trials measured at the same load and checkpoint (one faster trial is no verdict);
-    # the first checkpoints of each load are skipped by the objective (autotune.objective._pruning_hook)
+    # the first checkpoints of each load are skipped by the objective (autotune.pruning.pruning_hook)
     if space.search.pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=3, n_min_trials=3)
     # Optuna's percentile is the share *kept* ("top of 25th percentile trials are kept"): 25 would stop the bottom

@@ -25,7 +25,7 @@ LAYERS: list[list[str]] = [
         "autotune.budget", "autotune.objective", "autotune.sweep", "autotune.orphans", "autotune.prior",
         "autotune.refine", "autotune.learning", "autotune.notes", "autotune.export", "autotune.reproduce",
         "autotune.storage", "autotune.names", "autotune.records", "autotune.ranking", "autotune.status",
-        "autotune.stopping", "autotune.backends",  # backends: which serving seam a space gets (the simulator's too)
+        "autotune.stopping", "autotune.backends", "autotune.pruning",  # backends: which serving seam a space gets (the simulator's too)
     ],
     ["autotune.spacefile", "autotune.init"],  # reading and writing space files
     ["autotune.sim"],  # the simulated engine, behind the serving seam
