@@ -35,7 +35,8 @@ def test_fresh_venv_outside_the_checkout(tmp_path) -> None:
     # what a source distribution holds, copied (pip builds in the source tree: never in the checkout under test)
     for part in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / part, source / part)
-    shutil.copytree(REPO / "autotune", source / "autotune", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("autotune", "search_spaces"):  # the shipped spaces install as package data from search_spaces/
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], capture_output=True,
                              text=True, timeout=900)  # fmt: skip
