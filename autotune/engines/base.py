@@ -316,10 +316,6 @@ class Engine(ABC):
         """The tokenizer the benchmark counts prompt lengths with: the model's own, when it is a local directory."""
         return load_tokenizer(config.model) if (Path(config.model) / "tokenizer.json").exists() else None
 
-    def model_time(self, result: dict) -> dict:
-        """A benchmark result in the engine's own time (the identity, except for a time-scaled simulator)."""
-        return result
-
     def layout(self, config: ServerConfig) -> Layout:
         """How a launch of ``config`` places the model on GPUs: the one answer the static rules, the simulator,
         `autotune init` and a node's GPU slots ask for. By default dp copies of a tp × pp group, each scheduling its
