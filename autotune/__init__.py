@@ -31,18 +31,18 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it (imported on first use: PEP 562)
 _EXPORTS = {
-    "load_space": "autotune.spacefile",
-    "find_space": "autotune.spacefile",
-    "shipped_spaces": "autotune.spacefile",
-    "SearchSpace": "autotune.space",
-    "Workload": "autotune.space",
+    "load_space": "autotune.space.files",
+    "find_space": "autotune.space.files",
+    "shipped_spaces": "autotune.space.files",
+    "SearchSpace": "autotune.space.schema",
+    "Workload": "autotune.space.schema",
     "ServerConfig": "autotune.config",
     "Hardware": "autotune.config",
-    "run_study": "autotune.workers",
-    "run_trials": "autotune.workers",
-    "RunOptions": "autotune.study",
-    "prepare_study": "autotune.study",
-    "best_trial": "autotune.ranking",
+    "run_study": "autotune.search.workers",
+    "run_trials": "autotune.search.workers",
+    "RunOptions": "autotune.search.study",
+    "prepare_study": "autotune.search.study",
+    "best_trial": "autotune.search.ranking",
     "run_benchmark": "autotune.bench.runner",
     "ClientOptions": "autotune.bench.client",
     "AutotuneError": "autotune.errors",
@@ -96,12 +96,12 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
         UnsupportedConfig,
         UsageError,
     )
-    from autotune.ranking import best_trial
     from autotune.records import LoadRecord, Outcome, TrialRecord
-    from autotune.space import SearchSpace, Workload
-    from autotune.spacefile import find_space, load_space, shipped_spaces
-    from autotune.study import RunOptions, prepare_study
-    from autotune.workers import run_study, run_trials
+    from autotune.search.ranking import best_trial
+    from autotune.search.study import RunOptions, prepare_study
+    from autotune.search.workers import run_study, run_trials
+    from autotune.space.files import find_space, load_space, shipped_spaces
+    from autotune.space.schema import SearchSpace, Workload
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ exit code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead:
     ├── UnsupportedConfig         exit 1: a configuration breaks a static rule of its engine (names the rule)
     ├── EngineNotInstalled        exit 1: the engine cannot start on this machine for any configuration (names the fix)
     ├── LaunchFailed              a served configuration produced no measurement: its FailureKind, the engine's words
-    │                             and its log's end (autotune.serving; the trial records it, never the CLI)
+    │                             and its log's end (autotune.serving.seam; the trial records it, never the CLI)
     ├── ServerCrashed             the engine's process exited (or its log says it failed), with exit code and log tail
     ├── ServerStartTimeout        the engine's process did not become ready in time (it was killed)
     ├── StartupFailure            the simulator's model would not start a configuration: its FailureKind, the real
@@ -17,7 +17,7 @@ exit code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead:
     └── HttpStreamError           one benchmark request failed (``error_type``: http_503, timeout, ...); the client
                                   records it in the request's result, it never ends a benchmark
 
-``ServerCrashed`` and ``ServerStartTimeout`` come from ``autotune.server.ServerProcess``; a launch turns them into
+``ServerCrashed`` and ``ServerStartTimeout`` come from ``autotune.serving.process.ServerProcess``; a launch turns them into
 ``LaunchFailed``. ``FailureKind`` is the taxonomy of why a server launch did not produce a measurement.
 """
 
@@ -134,5 +134,5 @@ class FailureKind(StrEnum):
 
 
 # failures of this machine or of the client, not of the configuration tried: such a launch costs the study no budget,
-# and its fixed configuration, if it had one, is queued again (autotune.budget, autotune.trial_queue)
+# and its fixed configuration, if it had one, is queued again (autotune.search.budget, autotune.search.trial_queue)
 NOT_THE_CONFIGURATIONS = frozenset({FailureKind.NOT_INSTALLED, FailureKind.CLIENT_INPUT})

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from autotune.server import ServerProcess
+from autotune.serving.process import ServerProcess
 from autotune.testing.scripted import serving
 
 REPO = Path(__file__).resolve().parent.parent

@@ -22,7 +22,7 @@ from pathlib import Path
 from _harness import REPO, VLLM_CPU, require_vllm
 
 sys.path.insert(0, str(REPO))
-from autotune.serving import Launch
+from autotune.serving.seam import Launch
 from autotune.testing.vllm_cpu import tiny_launch
 
 METRICS = ("output_throughput", "total_token_throughput", "median_ttft_ms", "median_tpot_ms")

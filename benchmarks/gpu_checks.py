@@ -25,11 +25,11 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autotune.backends import anchored_paths, engine_for  # noqa: E402
 from autotune.bench.datasets import build_requests  # noqa: E402
 from autotune.errors import LaunchFailed  # noqa: E402
-from autotune.serving import Launch  # noqa: E402
-from autotune.spacefile import load_space  # noqa: E402
+from autotune.search.backends import anchored_paths, engine_for  # noqa: E402
+from autotune.serving.seam import Launch  # noqa: E402
+from autotune.space.files import load_space  # noqa: E402
 
 SPACE = load_space("transformers-h200")
 ENGINE = engine_for(SPACE, "transformers")

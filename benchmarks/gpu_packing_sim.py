@@ -1,6 +1,6 @@
 """GPU lease policies on a simulated node: how much of the one-at-a-time wall time a node's workers need.
 
-A discrete-event model of `autotune.gpus` (no processes, no tuner overhead): 8 GPUs, 8 or 12 workers (as many as
+A discrete-event model of `autotune.serving.gpus` (no processes, no tuner overhead): 8 GPUs, 8 or 12 workers (as many as
 1-GPU trials fit, and half as many again: what `study.concurrent_trials` gives), trials of 1/2/4/8 GPUs drawn uniformly, all about one trial length long (±10%). A trial too large for the free
 GPUs waits; until its patience runs out smaller ones may take free GPUs, then it holds the queue (no one starts
 before it). Policies: ``poll`` (whichever waiting trial looks first gets the GPUs) and ``largest`` (the largest

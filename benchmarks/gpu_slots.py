@@ -25,9 +25,9 @@ from pathlib import Path
 import optuna
 import yaml
 
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, create_or_load, default_storage, open_storage
-from autotune.trial_queue import FixedConfiguration, queue_fixed
+from autotune.search.study import RunOptions, create_or_load, default_storage, open_storage
+from autotune.search.trial_queue import FixedConfiguration, queue_fixed
+from autotune.space.files import load_space
 
 REPO = Path(__file__).resolve().parents[1]
 GPUS = 8

@@ -44,8 +44,8 @@ from autotune.config import Hardware, ServerConfig
 from autotune.engines import broken_rules
 from autotune.errors import FailureKind
 from autotune.sim.aiconfig import AiconfiguratorModel
-from autotune.space import Workload
-from autotune.spacefile import load_space
+from autotune.space.files import load_space
+from autotune.space.schema import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 RELATIVE = "benchmarks/landscapes"  # where autotune finds the tables: it runs from the repository root

@@ -18,7 +18,7 @@ SLO-feasible row. Strategies, all in this run, on the same landscapes and seeds:
 Cost model (node-minutes) for the anchors, as the space's ``simulate.cost``: a launch measured = launch + one
 benchmark (8 + 2), a failed launch 6, nothing for a configuration ``one_knob`` already measured. A "repeated failed
 launch" is a launch that fails although an earlier failure already ruled it out: the same configuration, or one that
-needs at least the memory of a configuration that ran out at its lightest load (autotune.learning.needs_at_least),
+needs at least the memory of a configuration that ran out at its lightest load (autotune.search.learning.needs_at_least),
 or, for autotune, one that breaks a rule learned before it.
 """
 
@@ -43,12 +43,12 @@ sys.path.insert(0, str(REPO))
 
 from autotune.engines import get_engine  # noqa: E402
 from autotune.errors import StartupFailure, UnsupportedConfig  # noqa: E402
-from autotune.learning import needs_at_least  # noqa: E402
-from autotune.ranking import feasible  # noqa: E402
+from autotune.search.learning import needs_at_least  # noqa: E402
+from autotune.search.ranking import feasible  # noqa: E402
+from autotune.search.study import RunOptions, prepare_study  # noqa: E402
+from autotune.search.workers import run_trials  # noqa: E402
 from autotune.sim.models import TableModel  # noqa: E402
-from autotune.spacefile import load_space  # noqa: E402
-from autotune.study import RunOptions, prepare_study  # noqa: E402
-from autotune.workers import run_trials  # noqa: E402
+from autotune.space.files import load_space  # noqa: E402
 
 STRATEGIES = ("autotune", "tpe", "random", "one_knob")
 TARGETS = (0.95, 0.99)

@@ -26,7 +26,7 @@ from autotune.bench.datasets import build_requests
 from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
 from autotune.sim.models import build_model
-from autotune.space import Simulation, Workload
+from autotune.space.schema import Simulation, Workload
 from autotune.testing.sim import H200X8, V32, sim_server, simulated
 
 COMPARED = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "median_tpot_ms", "mean_e2el_ms")

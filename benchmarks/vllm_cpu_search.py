@@ -26,10 +26,10 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autotune.backends import anchored_paths, engine_for  # noqa: E402
 from autotune.errors import LaunchFailed  # noqa: E402
-from autotune.serving import Launch  # noqa: E402
-from autotune.spacefile import find_space, load_space  # noqa: E402
+from autotune.search.backends import anchored_paths, engine_for  # noqa: E402
+from autotune.serving.seam import Launch  # noqa: E402
+from autotune.space.files import find_space, load_space  # noqa: E402
 
 SPACE = find_space("vllm-cpu-tiny")
 

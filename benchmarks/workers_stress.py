@@ -19,7 +19,7 @@ picked among all would mostly be one waiting for the budget lock, with no trial 
 
 - budget: autotune's budget is a number of launches (duplicates and rejections launch nothing and do not count); a
   dead worker's trial is failed as stale by another worker and queued again (RetryHeartbeatStaleTrialCallback), so
-  "exactly the budget" means launches (``autotune.budget.count``) == budget, every FAIL trial is such a stale trial,
+  "exactly the budget" means launches (``autotune.search.budget.count``) == budget, every FAIL trial is such a stale trial,
   and none is left RUNNING (a refinement queued once the budget was full may be left WAITING);
 - every stale trial has a later retry (its ``retry_history``) that finished with its parameters;
 - lost: COMPLETE trials without values; duplicates measured: finished trials that are not ``duplicate_of`` another
@@ -27,7 +27,7 @@ picked among all would mostly be one waiting for the budget lock, with no trial 
   time (a finished trial measures during its last ``trial_s``, a killed one from its start until its worker died).
 
 Coordination overhead per trial: each worker is autotune's CLI (``autotune.cli.main``, what ``python -m autotune``
-runs) with timers wrapped around ``autotune.locks.budget_lock``, the ask (``autotune.trial_queue.start_trial``: the
+runs) with timers wrapped around ``autotune.search.locks.budget_lock``, the ask (``autotune.search.trial_queue.start_trial``: the
 budget counted, then the oldest queued trial or a new one started), ``Study.tell``, the objective and every
 RDBStorage method, one JSON line per trial. Overhead = the worker's wall time per trial (end of one trial to the end
 of the next) minus the objective: the lock wait, the lock held (the stale-trial check, the ask, the first
@@ -68,7 +68,7 @@ import sqlalchemy
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autotune.budget import count, study_budget  # noqa: E402
+from autotune.search.budget import count, study_budget  # noqa: E402
 from autotune.testing.spaces import direct_quickstart  # noqa: E402
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -142,11 +142,11 @@ class _Timer:
 
 
 def run_worker(argv: list[str]) -> None:
-    import autotune.study as study_module
-    import autotune.trial_queue as trial_queue
-    import autotune.workers as workers_module
+    import autotune.search.study as study_module
+    import autotune.search.trial_queue as trial_queue
+    import autotune.search.workers as workers_module
     from autotune.cli import main as cli_main
-    from autotune.objective import Objective
+    from autotune.search.objective import Objective
 
     timer = _Timer((Path(os.environ[TIMINGS_ENV]) / f"{os.getpid()}.jsonl").open("a"))
     # the budget lock is taken in both: the study's set-up and stale-trial ends, the workers' asks and refinements

@@ -124,7 +124,7 @@ def _outcomes(studies_dir: Path, study: str) -> dict[int, str | None]:
     """Each trial's ``outcome`` attribute, by trial number."""
     import optuna
 
-    from autotune.study import default_storage
+    from autotune.search.study import default_storage
 
     loaded = optuna.load_study(study_name=study, storage=default_storage(study, studies_dir))
     return {t.number: t.user_attrs.get("outcome") for t in loaded.trials}

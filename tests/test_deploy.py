@@ -19,7 +19,7 @@ KUBERNETES = DEPLOY / "kubernetes"
 SBATCH = DEPLOY / "slurm" / "autotune-workers.sbatch"
 SECRET_TEMPLATE = KUBERNETES / "secret.example.yaml"
 PLACEHOLDER = "REPLACE_ME"
-# The longest autotune takes to stop one engine after a SIGTERM (autotune/server.py): 20 s before SIGKILL, 10 s to
+# The longest autotune takes to stop one engine after a SIGTERM (autotune/serving/process.py): 20 s before SIGKILL, 10 s to
 # reap, 30 s for the port, 120 s for the GPUs' memory. The pod's grace period and Slurm's early signal must cover it.
 ENGINE_STOP_S = 180
 # --gpus is being added to `autotune study run` (issue 14); until then its check is an expected failure

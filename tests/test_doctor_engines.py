@@ -16,8 +16,8 @@ import yaml
 from autotune.cli.doctor import _engine_checks, doctor
 from autotune.engines import get_engine
 from autotune.errors import EngineNotInstalled
-from autotune.server import check_executable, prove_engine_starts
-from autotune.spacefile import load_space
+from autotune.serving.process import check_executable, prove_engine_starts
+from autotune.space.files import load_space
 from tests.study.conftest import autotune
 
 MISSING = [sys.executable, "-m", "no_such_module_xyz"]
@@ -93,7 +93,7 @@ def test_a_version_command_that_hangs_is_no_proof(tmp_path) -> None:
 
 
 def test_an_engine_slower_than_the_limit_is_unproven_not_failed(tmp_path, monkeypatch, capsys) -> None:
-    monkeypatch.setattr("autotune.server.PROOF_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("autotune.serving.process.PROOF_TIMEOUT_S", 0.5)
     monkeypatch.setenv("AUTOTUNE_STUDIES_DIR", str(tmp_path / "studies"))  # doctor checks it is writable
     hangs = [sys.executable, str(_script(tmp_path, "import time\ntime.sleep(60)\n"))]
     doctor(str(_space(tmp_path, hangs, engine="vllm")), as_json=True)  # no AutotuneError: exit 0

@@ -18,10 +18,10 @@ from autotune.config import KNOBS, Hardware, ServerConfig
 from autotune.engines import ENGINES, Engine, get_engine
 from autotune.engines.base import COMMON_KNOBS
 from autotune.errors import FailureKind, UnsupportedConfig, UsageError
-from autotune.export import container_text
-from autotune.init import Request, write_space
+from autotune.evidence.export import container_text
 from autotune.sim.analytic import RankLoad, analytic_profile, engine_layout
-from autotune.spacefile import load_space
+from autotune.space.files import load_space
+from autotune.space.init import Request, write_space
 
 MODEL = "Llama-3.1-8B-Instruct"  # a model both the rules and the simulator know
 # one valid value per canonical knob (ServerConfig's types), to set whatever an adapter accepts

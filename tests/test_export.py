@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 
 from autotune.config import ServerConfig
-from autotune.export import docker_run, public_config, shell_script
-from autotune.redact import MASK
+from autotune.evidence.export import docker_run, public_config, shell_script
+from autotune.space.redact import MASK
 
 V32 = "deepseek-ai/DeepSeek-V3.2"
 

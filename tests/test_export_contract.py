@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from autotune.engines import ENGINES, get_engine
-from autotune.reproduce import DEFAULT_PORT
+from autotune.evidence.reproduce import DEFAULT_PORT
 from tests.study.conftest import autotune
 
 MODEL = "scripted-model"

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from autotune import gpus
 from autotune.errors import UsageError
-from autotune.gpus import GpuPool, parse_gpus
+from autotune.serving import gpus
+from autotune.serving.gpus import GpuPool, parse_gpus
 
 
 class SteppedClock:

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from autotune.cli import app
 from autotune.engines import get_engine
 from autotune.errors import UsageError
-from autotune.init import Request, write_space
-from autotune.space import TiedParam
-from autotune.spacefile import parse_space
+from autotune.space.files import parse_space
+from autotune.space.init import Request, write_space
+from autotune.space.schema import TiedParam
 
 ENGINES = ("vllm", "sglang", "trtllm")
 runner = CliRunner()

@@ -8,7 +8,7 @@ import re
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.spacefile import load_space
+from autotune.space.files import load_space
 from tests.conftest import REPO
 
 LLAMA = ["init", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpus", "8", "--gpu-memory-gb", "141"]

@@ -14,7 +14,7 @@ from autotune.cli import app
 from autotune.config import CLIENT_KNOBS, KNOBS
 from autotune.engines import ENGINES
 from autotune.errors import SpaceError
-from autotune.spacefile import parse_space
+from autotune.space.files import parse_space
 from tests.conftest import REPO
 
 # internal notes of the people who wrote autotune, not shipped with it: no message may send a user there

@@ -13,26 +13,23 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autotune"
 
-# Highest first; a module may import its own layer and those below it. The folders do not show these layers yet
-# (docs/architecture.md draws them): each is named by its modules.
+# Highest first; a module may import its own layer and those below it. A name stands for a module or a folder (a
+# module is ranked by the first layer, from the top, that names it or a folder above it).
 LAYERS: list[list[str]] = [
     ["autotune.__main__"],
-    ["autotune.cli"],
+    ["autotune.cli"],  # one module per command group
     ["autotune.testing"],  # fakes for tests and benchmarks: nothing in the package imports them
-    ["autotune.report", "autotune.dashboard_view", "autotune.validate"],  # evidence about a finished study
-    [  # the search: a study, its workers and one trial; records are what a trial stores
-        "autotune.workers", "autotune.study", "autotune.study_setup", "autotune.locks", "autotune.trial_queue",
-        "autotune.budget", "autotune.objective", "autotune.sweep", "autotune.orphans", "autotune.prior",
-        "autotune.refine", "autotune.learning", "autotune.notes", "autotune.export", "autotune.reproduce",
-        "autotune.storage", "autotune.names", "autotune.records", "autotune.ranking", "autotune.status",
-        "autotune.stopping", "autotune.backends", "autotune.pruning",  # backends: which serving seam a space gets (the simulator's too)
-    ],
-    ["autotune.spacefile", "autotune.init"],  # reading and writing space files
+    # evidence about a finished study: the report, the dashboard's view, validate (reference vs candidate)
+    ["autotune.evidence.report", "autotune.evidence.dashboard", "autotune.evidence.validate"],
+    ["autotune.search"],  # a study, its workers, one trial, its load sweep, the prior, learned rules, the storage
+    # what one trial leaves: its typed record, its note, its launch script and the way to re-run it
+    ["autotune.records", "autotune.evidence"],
+    ["autotune.space.files", "autotune.space.init"],  # reading and writing space files
     ["autotune.sim"],  # the simulated engine, behind the serving seam
-    ["autotune.serving", "autotune.server", "autotune.gpus"],  # the serving seam and engine processes
+    ["autotune.serving"],  # the serving seam, engine processes, GPU slots
     ["autotune.bench"],  # the load generator
-    ["autotune.space", "autotune.redact"],
-    ["autotune.engines", "autotune.models"],  # adapters, one file each, and the model facts their rules read
+    ["autotune.space"],  # the search space's schema, secrets' masking
+    ["autotune.engines"],  # adapters, one file each, and the model facts their rules read
     ["autotune.config", "autotune.engine_registry", "autotune.errors", "autotune.text", "autotune.settings",
      "autotune.yamlload"],
 ]  # fmt: skip

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from autotune.learning import named_params, needs_at_least
+from autotune.search.learning import named_params, needs_at_least
 
 MEMORY = {
     "max_model_len": st.sampled_from([None, 4096, 32768, 131072]),

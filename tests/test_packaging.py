@@ -92,7 +92,7 @@ def test_an_install_outside_the_checkout_lists_the_spaces_and_runs_the_quickstar
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOTUNE_STORAGE")}
     env |= {"AUTOTUNE_STUDIES_DIR": str(elsewhere / "studies"), "PIP_NO_INPUT": "1"}
-    where = ["-c", "import autotune, autotune.spacefile as f; print(autotune.__file__, f.SHIPPED_SPACES)"]
+    where = ["-c", "import autotune, autotune.space.files as f; print(autotune.__file__, f.SHIPPED_SPACES)"]
 
     installed = tmp_path / "installed"
     python = _venv(installed)

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from autotune.config import ServerConfig
-from autotune.notes import trial_note
-from autotune.report import render_html
-from autotune.reproduce import DEFAULT_PORT
-from autotune.space import Objective
+from autotune.evidence.notes import trial_note
+from autotune.evidence.report import render_html
+from autotune.evidence.reproduce import DEFAULT_PORT
+from autotune.space.schema import Objective
 from tests.study.conftest import ENGINE, autotune, write_space
 
 TEMPLATE = "./templates/missing-chat-template.jinja"

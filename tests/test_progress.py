@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from autotune.cli.progress import StudyCounts, StudyProgress, duration_text
-from autotune.status import Phase, StatusEvent
+from autotune.search.status import Phase, StatusEvent
 
 
 class FakeClock:

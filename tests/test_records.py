@@ -15,15 +15,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from typer.testing import CliRunner
 
 import autotune
-from autotune import budget, records
+from autotune import records
 from autotune.cli import app
 from autotune.errors import FailureKind
-from autotune.notes import trial_note
-from autotune.ranking import maximized, sign
+from autotune.evidence.notes import trial_note
+from autotune.evidence.report import trials_frame
 from autotune.records import LoadRecord, Outcome, StudyRecord, TrialRecord
-from autotune.report import trials_frame
-from autotune.space import Objective
-from autotune.sweep import LoadResult
+from autotune.search import budget
+from autotune.search.ranking import maximized, sign
+from autotune.search.sweep import LoadResult
+from autotune.space.schema import Objective
 
 # A study written by autotune at d2874b2 (before this module): tests/study/outcome_study.py's study, one trial of each
 # outcome (measured, crash, a learned-rule rejection, a duplicate, an SLO miss) on the simulator in process.

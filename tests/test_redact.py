@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.engines.base import LaunchSpec
-from autotune.redact import is_secret_name, mask_url, redact_spec, scrub_file, secret_values
+from autotune.space.redact import is_secret_name, mask_url, redact_spec, scrub_file, secret_values
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import ENGINES, get_engine
+from autotune.engines.models import resolve_model
 from autotune.errors import FailureKind, UnsupportedConfig
-from autotune.models import resolve_model
 from tests.conftest import DATA, H200X8
 
 V32 = "deepseek-ai/DeepSeek-V3.2"

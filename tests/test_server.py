@@ -11,7 +11,7 @@ import pytest
 from autotune.engines.base import LaunchSpec
 from autotune.engines.readiness import lists_model
 from autotune.errors import AutotuneError, ServerCrashed, ServerStartTimeout
-from autotune.server import (
+from autotune.serving.process import (
     ServerProcess,
     free_port,
     gpu_memory_used,

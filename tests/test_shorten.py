@@ -7,7 +7,7 @@ import optuna
 import pytest
 
 from autotune.cli.study import _outcome, _print_trial
-from autotune.sweep import LoadResult
+from autotune.search.sweep import LoadResult
 from autotune.text import shorten
 
 # a real rule's reason (vLLM's sparse-attention rule), 230 characters: the old line cut it after 120, inside a word

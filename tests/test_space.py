@@ -7,7 +7,7 @@ import pytest
 
 from autotune.engines import get_engine
 from autotune.errors import UnsupportedConfig
-from autotune.spacefile import load_space, parse_space
+from autotune.space.files import load_space, parse_space
 from tests.conftest import SPACES
 
 SHIPPED = sorted(SPACES.glob("*.yaml"))

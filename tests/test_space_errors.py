@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.spacefile import load_space
+from autotune.space.files import load_space
 from tests.conftest import DATA, SPACES
 
 runner = CliRunner()

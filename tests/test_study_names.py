@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from autotune.errors import UsageError
-from autotune.names import is_study_name, study_name
+from autotune.search.names import is_study_name, study_name
 from tests.sim.test_sim_studies import direct_space
 from tests.study.conftest import autotune
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.space import Objective
-from autotune.sweep import LoadResult, LoadSweep
+from autotune.search.sweep import LoadResult, LoadSweep
+from autotune.space.schema import Objective
 
 LEVELS = [{"max_concurrency": c} for c in (8, 16, 32, 64, 128, 256, 512, 1024)]
 SLO = Objective(slo={"p99_tpot_ms": 50})

@@ -15,8 +15,8 @@ from autotune.bench.datasets import BenchRequest
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import FailureKind, LaunchFailed, UnsupportedConfig
-from autotune.serving import Launch
-from autotune.space import Workload
+from autotune.serving.seam import Launch
+from autotune.space.schema import Workload
 
 SCRIPTED = [sys.executable, "-m", "autotune.testing.scripted"]
 PROMPTS = Workload(dataset="jsonl", path=str(Path(__file__).parent / "study" / "prompts.jsonl"), output_len=4,

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.spacefile import parse_space
+from autotune.space.files import parse_space
 from tests.conftest import REPO, SPACES
 
 runner = CliRunner()

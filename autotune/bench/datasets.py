@@ -17,9 +17,9 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from autotune.bench.dataset_files import count_records, json_array_items, jsonl_lines, shuffled_first
+from autotune.engines.models import load_tokenizer as load_tokenizer  # also read by engines (which import no bench)
 from autotune.errors import UsageError
-from autotune.models import load_tokenizer as load_tokenizer  # also read by engines (which import no bench)
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 # vllm bench's ShareGPT filter: drop prompts or completions under 4 tokens, prompts over 1024, pairs over 2048.
 SHAREGPT_MIN_LEN, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = 4, 1024, 2048

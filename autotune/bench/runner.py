@@ -16,7 +16,7 @@ from autotune.bench.datasets import BenchRequest, build_requests
 from autotune.bench.metrics import client_health, compute_metrics, per_request_lists, result_header
 from autotune.bench.results import BenchmarkResult
 from autotune.bench.shards import run_sharded
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 _WARMUP_SEED_OFFSET = 1_000_003  # warm-up prompts differ from the measured ones, so they do not prime prefix caches
 

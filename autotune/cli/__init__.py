@@ -11,8 +11,8 @@ from typer.core import TyperOption
 from autotune import __version__
 from autotune.cli.usage import OneLineUsage
 from autotune.errors import AutotuneError
+from autotune.search.storage import unwritable
 from autotune.settings import Settings
-from autotune.storage import unwritable
 
 
 class _OneLineErrors(OneLineUsage):

@@ -20,7 +20,7 @@ from autotune.bench.metrics import format_block
 from autotune.bench.runner import run_benchmark
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UsageError
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 _GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 

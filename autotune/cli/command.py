@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from autotune.cli.options import GPUS_HELP
 from autotune.config import KNOBS, Hardware, ServerConfig, knob_adapter
 from autotune.engines import get_engine
+from autotune.engines.models import resolve_model
 from autotune.errors import UsageError
-from autotune.gpus import parse_gpus
-from autotune.models import resolve_model
-from autotune.spacefile import load_space
+from autotune.serving.gpus import parse_gpus
+from autotune.space.files import load_space
 from autotune.text import shorten
 from autotune.yamlload import load_yaml
 

@@ -9,8 +9,8 @@ import typer
 
 from autotune.cli.options import StorageOpt, StudyOpt, load_study, storage_url
 from autotune.errors import UsageError
+from autotune.search.study import open_storage
 from autotune.settings import Settings
-from autotune.study import open_storage
 
 
 def dashboard(
@@ -26,7 +26,7 @@ def dashboard(
         raise UsageError("optuna-dashboard is missing; fix: pip install --force-reinstall autotune") from None
     from optuna.artifacts import FileSystemArtifactStore
 
-    from autotune.dashboard_view import DashboardView
+    from autotune.evidence.dashboard import DashboardView
 
     settings = Settings()
     name = study_name or load_study(None, storage).study_name

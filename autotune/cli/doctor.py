@@ -22,11 +22,11 @@ from autotune.cli.options import JsonOpt, SpaceArg, storage_urls
 from autotune.config import FILE_KNOBS, names_a_file
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError
-from autotune.server import program_missing, prove_engine_starts
+from autotune.search.study import engine_as_launched, open_storage
+from autotune.serving.process import program_missing, prove_engine_starts
 from autotune.settings import Settings
-from autotune.space import ChoiceParam, SearchSpace, TiedParam
-from autotune.spacefile import load_space
-from autotune.study import engine_as_launched, open_storage
+from autotune.space.files import load_space
+from autotune.space.schema import ChoiceParam, SearchSpace, TiedParam
 
 _EXTRAS = {"optuna_dashboard": "dashboard", "psycopg": "postgres", "aiconfigurator": "aiconfigurator"}
 

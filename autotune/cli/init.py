@@ -10,9 +10,9 @@ import typer
 
 from autotune.cli.options import GPUS_HELP
 from autotune.errors import UsageError
-from autotune.gpus import parse_gpus
-from autotune.init import Request, write_space
-from autotune.spacefile import load_space
+from autotune.serving.gpus import parse_gpus
+from autotune.space.files import load_space
+from autotune.space.init import Request, write_space
 
 
 def init(

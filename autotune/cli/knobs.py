@@ -22,7 +22,7 @@ from autotune.cli.options import JsonOpt
 from autotune.config import CLIENT_KNOBS, FILE_KNOBS, KNOBS, Hardware, ServerConfig, knob_adapter
 from autotune.engines import ENGINES, Engine, get_engine
 from autotune.errors import UnsupportedConfig
-from autotune.space import Workload
+from autotune.space.schema import Workload
 from autotune.yamlload import load_yaml
 
 # What each knob means; a knob of ServerConfig or CLIENT_KNOBS missing here fails tests/test_knobs.py.

@@ -10,9 +10,9 @@ import optuna
 import typer
 
 from autotune.errors import UsageError
-from autotune.names import is_study_name, study_name
+from autotune.search.names import is_study_name, study_name
+from autotune.search.study import default_storage, open_storage
 from autotune.settings import Settings
-from autotune.study import default_storage, open_storage
 
 
 def _study_name(name: str | None) -> str | None:

@@ -3,7 +3,7 @@ load L of the sweep), trials done of the budget, the incumbent, node-hours spent
 ETA from the measured trial lengths. A live display on a terminal; where stderr is not one (a log, CI, a pipe), one
 plain line per phase change and per finished trial.
 
-It is fed ``StatusEvent`` s (``autotune.status``, emitted by the study and the objective) and the study's counts after
+It is fed ``StatusEvent`` s (``autotune.search.status``, emitted by the study and the objective) and the study's counts after
 each trial (``StudyCounts``); its clock is injectable, so that the ETA can be tested on given trial lengths.
 """
 
@@ -21,10 +21,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from autotune import budget
-from autotune.ranking import best_of, maximizes
-from autotune.status import Phase, StatusEvent
-from autotune.study import node_minutes_of
+from autotune.search import budget
+from autotune.search.ranking import best_of, maximizes
+from autotune.search.status import Phase, StatusEvent
+from autotune.search.study import node_minutes_of
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class StudyProgress:
 
     # -- what it is doing now -------------------------------------------------------------------------------------
     def status(self, event: StatusEvent) -> None:
-        """The status callback (``autotune.status.StatusCallback``)."""
+        """The status callback (``autotune.search.status.StatusCallback``)."""
         if event.phase != Phase.RANKING and self.started is None:
             self.started = self.clock()
         self.current = event

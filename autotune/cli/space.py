@@ -14,9 +14,9 @@ from rich.table import Table
 
 from autotune.cli.options import JsonOpt, SpaceArg
 from autotune.engines import broken_rules, get_engine
-from autotune.models import resolve_model
-from autotune.space import ENUMERATION_LIMIT, ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
-from autotune.spacefile import check_dataset, find_space, load_space, shipped_spaces
+from autotune.engines.models import resolve_model
+from autotune.space.files import check_dataset, find_space, load_space, shipped_spaces
+from autotune.space.schema import ENUMERATION_LIMIT, ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
 
 app = typer.Typer(no_args_is_help=True, help="List, validate and inspect search spaces.")
 # Beyond ENUMERATION_LIMIT points a fixed-seed uniform sample estimates the share the static rules reject.

@@ -13,22 +13,29 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autotune import budget
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
-from autotune.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
-from autotune.gpus import parse_gpus
-from autotune.names import study_name
-from autotune.ranking import best_trial, feasible
+from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
+from autotune.evidence.reproduce import (
+    DEFAULT_PORT,
+    OPENAI_KEY_ENV,
+    api_key_env,
+    bench_argv,
+    launch_on_port,
+    vllm_bench_argv,
+)
 from autotune.records import Outcome, StudyRecord, TrialRecord
-from autotune.reproduce import DEFAULT_PORT, OPENAI_KEY_ENV, api_key_env, bench_argv, launch_on_port, vllm_bench_argv
+from autotune.search import budget
+from autotune.search.names import study_name
+from autotune.search.ranking import best_trial, feasible
+from autotune.search.study import DEFAULT_TRIALS, RunOptions, open_storage, prepare_study
+from autotune.search.workers import concurrent_trials, run_node, run_trials
+from autotune.serving.gpus import parse_gpus
 from autotune.settings import Settings
-from autotune.spacefile import find_space, load_space
-from autotune.study import DEFAULT_TRIALS, RunOptions, open_storage, prepare_study
+from autotune.space.files import find_space, load_space
 from autotune.text import shorten
-from autotune.workers import concurrent_trials, run_node, run_trials
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"
@@ -171,8 +178,8 @@ def _print_best(study: optuna.Study) -> None:
 
 
 def _baseline_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
-    """The seed study's evidence table (autotune.report.baseline_rows), for the terminal."""
-    from autotune.report import baseline_rows
+    """The seed study's evidence table (autotune.evidence.report.baseline_rows), for the terminal."""
+    from autotune.evidence.report import baseline_rows
 
     rows = baseline_rows(study, best)
     # the gain columns' headers explain themselves at length: under the table, so that the columns stay narrow
@@ -225,7 +232,7 @@ def show(
     """Every trial (value, outcome with the SLO it misses, node-minutes, load, the parameters that vary), failures by
     kind, learned rules; --trial N for one trial in full."""
     from autotune.cli.trials_table import print_trial, print_trials, slo_miss_text
-    from autotune.learning import learned_rules
+    from autotune.search.learning import learned_rules
 
     study = load_study(study_name, storage)
     name = study.study_name
@@ -291,7 +298,7 @@ def report(
     parquet: Annotated[Path | None, typer.Option(help="also write every trial as Parquet (needs pyarrow)")] = None,
 ) -> None:
     """One self-contained HTML report of a study (plotly figures, best command, baseline-vs-best table)."""
-    from autotune.report import render_html, trials_frame
+    from autotune.evidence.report import render_html, trials_frame
 
     study = load_study(study_name, storage)
     name = study.study_name

@@ -17,7 +17,7 @@ from autotune.records import Outcome
 
 def slo_miss_text(trial, slos: dict[str, float]) -> str:
     """'misses SLO: p99_tpot_ms 63.2 > 50' for a measured trial that missed an SLO; '' otherwise."""
-    from autotune.report import _slo_misses  # the report's wording, so both say the same
+    from autotune.evidence.report import _slo_misses  # the report's wording, so both say the same
 
     misses = _slo_misses(trial, slos)
     return f"misses SLO: {misses}" if misses else ""

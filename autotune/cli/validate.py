@@ -1,5 +1,5 @@
 """``autotune study validate NAME``: the reference (best baseline) against the candidate (the best trial) on a workload
-suite, each at the load its study chose, with repeats, intervals and the study's SLOs (method: autotune/validate.py)."""
+suite, each at the load its study chose, with repeats, intervals and the study's SLOs (method: autotune/evidence/validate.py)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,7 @@ from autotune.cli.command import parse_assignments
 from autotune.cli.options import JsonOpt, StorageOpt, StudyOpt, load_study
 from autotune.config import ServerConfig
 from autotune.errors import UsageError
-from autotune.ranking import best_of, best_trial, maximizes
-from autotune.settings import Settings
-from autotune.space import Objective, SearchSpace, Workload
-from autotune.spacefile import load_space
-from autotune.text import shorten
-from autotune.validate import (
+from autotune.evidence.validate import (
     CONFIDENCES,
     Contender,
     NamedWorkload,
@@ -40,6 +35,11 @@ from autotune.validate import (
     seed_suite,
     validate,
 )
+from autotune.search.ranking import best_of, best_trial, maximizes
+from autotune.settings import Settings
+from autotune.space.files import load_space
+from autotune.space.schema import Objective, SearchSpace, Workload
+from autotune.text import shorten
 from autotune.yamlload import AliasBomb, load_yaml
 
 _LOAD_KEYS = ("max_concurrency", "request_rate")  # a workload in a --workloads file that sets one keeps its own load

@@ -20,9 +20,9 @@ from autotune.config import KNOBS, Hardware, ServerConfig
 from autotune.engines.defaults import InitDefaults, ServingDefaults
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
+from autotune.engines.models import ModelInfo, load_tokenizer, resolve_model
 from autotune.engines.readiness import Readiness, lists_model
 from autotune.errors import FailureKind, UnsupportedConfig
-from autotune.models import ModelInfo, load_tokenizer, resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autotune.models import ModelInfo
+from autotune.engines.models import ModelInfo
 
 # (layout knobs, why) as `autotune init` writes them under `layout: tied:`
 LayoutChoice = tuple[dict[str, object], str]

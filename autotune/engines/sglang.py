@@ -9,9 +9,9 @@ from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleCon
 from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefaults
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
+from autotune.engines.models import ModelInfo
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, GPU_COUNT, WEIGHTS_FIT
 from autotune.errors import FailureKind
-from autotune.models import ModelInfo
 
 # 0.5.23 renamed --nsa-*-backend to --dsa-*-backend, replaced --enable-dp-attention with --attn-dp-size N and
 # --disable-cuda-graph with --cuda-graph-backend-{decode,prefill} disabled, and added --dcp-size.

@@ -14,9 +14,9 @@ from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleCon
 from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefaults
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
+from autotune.engines.models import ModelInfo
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, GPU_COUNT, WEIGHTS_FIT, only_mtp_rule
 from autotune.errors import FailureKind
-from autotune.models import ModelInfo
 
 EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
 # Unknown attn_backend names silently fall back to TRTLLM: the trial would measure something else than it says.

@@ -11,9 +11,9 @@ from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleCon
 from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefaults
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
+from autotune.engines.models import ModelInfo
 from autotune.engines.rules import CONTEXT_WITHIN_MODEL, GPU_COUNT, WEIGHTS_FIT, only_mtp_rule
 from autotune.errors import FailureKind
-from autotune.models import ModelInfo
 
 # VLLM_ATTENTION_BACKEND is deprecated in 0.13 and silently ignored from 0.14 on; the flag replaces it.
 _ATTENTION_FLAG_SINCE = Version("0.14")

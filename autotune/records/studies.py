@@ -32,8 +32,8 @@ class StudyRecord(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
     space_path: str | None = None
     space_name: str | None = None
-    objective: dict[str, Any] | None = None  # ``autotune.space.Objective``, as the study was run
-    workload: dict[str, Any] | None = None  # ``autotune.space.Workload``
+    objective: dict[str, Any] | None = None  # ``autotune.space.schema.Objective``, as the study was run
+    workload: dict[str, Any] | None = None  # ``autotune.space.schema.Workload``
     space_digest: str | None = None
     first_queued: bool = Field(False, alias=FIRST_QUEUED_ATTR)
     budget: int | None = Field(None, alias=BUDGET_ATTR)

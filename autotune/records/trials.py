@@ -84,11 +84,11 @@ class TrialRecord(BaseModel):
     # what was tried
     config_key: str | None = None  # a digest of the launch configuration: finds exact duplicates
     engine: str | None = None
-    config: dict[str, Any] | None = None  # the public configuration (secrets dropped; ``autotune.export``)
+    config: dict[str, Any] | None = None  # the public configuration (secrets dropped; ``autotune.evidence.export``)
     baseline: bool = False  # the engine's default configuration, queued first
     prior: int | None = None  # its rank among the prior's picks, queued after the baselines
     prior_predicted: float | None = None
-    neighbour_of: int | None = None  # queued as an untried neighbour of this trial (``autotune.refine``)
+    neighbour_of: int | None = None  # queued as an untried neighbour of this trial (``autotune.search.refine``)
     simulated: dict[str, Any] | None = None  # the simulator's settings, for a trial it measured
     # what became of it
     outcome: Outcome | str | None = _word()
@@ -106,9 +106,9 @@ class TrialRecord(BaseModel):
     served_by: dict[str, Any] | None = None  # what actually served it, where that is not ``launch`` (the simulator)
     engine_version: str | None = None
     gpus: list[str] | None = None  # the GPUs it leased (--gpus)
-    engine_process: dict[str, Any] | None = None  # ``autotune.orphans.EngineProcess``
+    engine_process: dict[str, Any] | None = None  # ``autotune.search.orphans.EngineProcess``
     worker: str | None = None  # host:pid of the tuner running it
-    worker_process: dict[str, Any] | None = None  # ``autotune.orphans.TunerProcess``
+    worker_process: dict[str, Any] | None = None  # ``autotune.search.orphans.TunerProcess``
     server_log: str | None = None
     gpu_memory_mib: dict[str, Any] | None = None  # before, ready, after, released
     # what it measured

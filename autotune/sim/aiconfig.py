@@ -17,7 +17,7 @@ from autotune.engines.layout import Layout
 from autotune.errors import FailureKind, StartupFailure, UsageError
 from autotune.sim.analytic import engine_layout
 from autotune.sim.specs import model_shape
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 # aiconfigurator's own backends and the versions of their measured databases, pinned: ~100× faster calls
 DB_VERSION = {"sglang": "0.5.14", "trtllm": "1.3.0rc20", "vllm": "0.24.0"}

@@ -1,4 +1,4 @@
-"""The simulator's two backends (``autotune.serving.Backend``): its server as a process, or its model in process.
+"""The simulator's two backends (``autotune.serving.seam.Backend``): its server as a process, or its model in process.
 
 - ``SimulatorServerBackend`` (``simulate.mode: server``): the simulated engine's server, launched and measured like
   any engine (``Launch``), in real time × ``time_scale``; its results and checkpoints come back in the model's time.
@@ -23,12 +23,12 @@ from autotune.bench.runner import ProgressHook
 from autotune.config import Hardware, ServerConfig
 from autotune.engines.base import Engine, LaunchSpec
 from autotune.errors import LaunchFailed, StartupFailure
-from autotune.serving import Backend, Launch
+from autotune.serving.seam import Backend, Launch
 from autotune.sim.engine import SimulatedEngine
 from autotune.sim.models import PerformanceModel, build_model
 from autotune.sim.specs import model_shape
 from autotune.sim.words import word_tokenizer
-from autotune.space import Simulation, Workload
+from autotune.space.schema import Simulation, Workload
 
 # result fields in seconds' denominators (rates) and in milliseconds (latencies): rescaled from wall to model time
 _RATE_FIELDS = ("request_throughput", "request_goodput", "output_throughput", "total_token_throughput",

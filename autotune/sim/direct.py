@@ -14,7 +14,7 @@ from autotune.bench.client import RequestRecord, arrival_offsets
 from autotune.bench.datasets import BenchRequest
 from autotune.bench.metrics import compute_metrics, result_header
 from autotune.sim.scheduler import Scheduler, SimRequest, StepModel
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 _CLIENT_REACTION_S = 1e-9
 

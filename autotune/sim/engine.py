@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from autotune.config import Hardware, ServerConfig
 from autotune.engines.base import Engine, LaunchSpec
 from autotune.sim.words import word_tokenizer
-from autotune.space import Simulation
+from autotune.space.schema import Simulation
 
 
 class SimulatedEngine(Engine):

@@ -18,7 +18,7 @@ from autotune.config import KNOBS, Hardware, ServerConfig
 from autotune.errors import FailureKind, StartupFailure, UsageError
 from autotune.sim.analytic import AnalyticProfile, analytic_profile
 from autotune.sim.direct import direct_benchmark
-from autotune.space import Simulation, Workload
+from autotune.space.schema import Simulation, Workload
 
 RESULT_COLUMNS = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
                   "p99_tpot_ms")  # fmt: skip

@@ -52,7 +52,7 @@ def dashboard_server(studies_dir: Path, study: str, timeout_s: float = 60.0) -> 
     Raises:
         RuntimeError: it exited or did not listen within ``timeout_s`` (with what it printed).
     """
-    from autotune.server import free_port
+    from autotune.serving.process import free_port
 
     port = free_port()
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies_dir)}

@@ -259,7 +259,7 @@ def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int
     # imported here: the server process itself starts without autotune's heavier modules
     from autotune.engines.base import LaunchSpec
     from autotune.engines.readiness import lists_model
-    from autotune.server import ServerProcess, free_port
+    from autotune.serving.process import ServerProcess, free_port
 
     port = port or free_port()
     argv = [sys.executable, "-m", "autotune.testing.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms),

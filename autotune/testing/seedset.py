@@ -20,7 +20,7 @@ from autotune.errors import StartupFailure
 from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import simulate
 from autotune.sim.words import word_tokenizer
-from autotune.space import Workload
+from autotune.space.schema import Workload
 from autotune.testing.sim import H200X8, V32
 
 SEED_NODE = H200X8  # the seed study's node

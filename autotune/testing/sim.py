@@ -9,9 +9,9 @@ from pathlib import Path
 
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
-from autotune.serving import Backend, Launch
+from autotune.serving.seam import Backend, Launch
 from autotune.sim.backends import simulated_backend
-from autotune.space import Simulation
+from autotune.space.schema import Simulation
 
 V32 = "deepseek-ai/DeepSeek-V3.2"  # the seed study's model
 H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")  # the seed study's node

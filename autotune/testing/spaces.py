@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from autotune.spacefile import find_space
+from autotune.space.files import find_space
 
 
 def direct_quickstart(directory: Path, num_prompts: int) -> Path:

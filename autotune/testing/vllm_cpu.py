@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.backends import anchored_paths, engine_for
-from autotune.serving import Launch
-from autotune.spacefile import find_space, load_space
+from autotune.search.backends import anchored_paths, engine_for
+from autotune.serving.seam import Launch
+from autotune.space.files import find_space, load_space
 
 
 def tiny_launch(workdir: Path, **knobs: object) -> Launch:

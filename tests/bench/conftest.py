@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from autotune.server import ServerProcess, group_alive
+from autotune.serving.process import ServerProcess, group_alive
 from autotune.testing import scripted
 
 

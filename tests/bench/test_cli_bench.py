@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.server import free_port
+from autotune.serving.process import free_port
 
 runner = CliRunner()
 VLLM_RESULT_FIELDS = [

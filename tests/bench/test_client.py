@@ -9,7 +9,7 @@ import pytest
 
 from autotune.bench.client import ClientOptions, arrival_offsets
 from autotune.bench.runner import run_benchmark
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 
 def prompts_file(tmp_path: Path, prompts: list[str], output_len: int = 8) -> Path:
@@ -52,7 +52,7 @@ def test_faults_become_typed_failures_and_the_run_finishes(scripted_server, tmp_
 
 
 def test_server_down_is_counted_not_raised(tmp_path) -> None:
-    from autotune.server import free_port
+    from autotune.serving.process import free_port
 
     path = prompts_file(tmp_path, ["a b"] * 4)
     result = run_benchmark(ClientOptions(f"http://127.0.0.1:{free_port()}", "m"), jsonl_workload(path, 4), None)

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from autotune.bench.datasets import build_requests, check
 from autotune.cli import app
 from autotune.errors import UsageError
-from autotune.server import free_port
+from autotune.serving.process import free_port
 from autotune.sim.words import word_tokenizer
-from autotune.space import Workload
+from autotune.space.schema import Workload
 from tests.conftest import REPO, SPACES
 
 runner = CliRunner()
@@ -90,7 +90,7 @@ import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 from autotune.bench.datasets import build_requests, check
 from autotune.sim.words import word_tokenizer
-from autotune.space import Workload
+from autotune.space.schema import Workload
 workload = Workload(dataset=sys.argv[1], path=sys.argv[2], num_prompts=10)
 errors = []
 for read in (lambda: check(workload), lambda: build_requests(workload, word_tokenizer())):

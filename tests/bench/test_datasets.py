@@ -9,7 +9,7 @@ import pytest
 
 from autotune.bench.datasets import build_requests, load_tokenizer
 from autotune.errors import UsageError
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy
 import yaml
 
-from autotune.server import group_alive, recorded_group_alive
+from autotune.serving.process import group_alive, recorded_group_alive
 from tests.cluster.conftest import SLURM_LOCAL, interpreter_bin, slurm_command
 from tests.conftest import REPO
 from tests.study.conftest import write_space

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.server import group_alive
-from autotune.serving import Launch
+from autotune.serving.process import group_alive
+from autotune.serving.seam import Launch
 from autotune.testing.vllm_cpu import tiny_launch
 from tests.conftest import REPO
 

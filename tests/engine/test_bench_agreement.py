@@ -32,7 +32,7 @@ import pytest
 from autotune.bench.client import ClientOptions
 from autotune.bench.datasets import build_requests, load_tokenizer
 from autotune.bench.runner import run_benchmark
-from autotune.space import Workload
+from autotune.space.schema import Workload
 from tests.conftest import REPO
 from tests.engine.conftest import VLLM_CPU
 

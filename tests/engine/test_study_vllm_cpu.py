@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from autotune.server import free_port, kill_group
+from autotune.serving.process import free_port, kill_group
 from tests.conftest import REPO, SPACES
 
 pytestmark = pytest.mark.engine

@@ -12,9 +12,9 @@ import pytest
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import FailureKind, LaunchFailed
-from autotune.server import group_alive
-from autotune.serving import Launch
-from autotune.space import Workload
+from autotune.serving.process import group_alive
+from autotune.serving.seam import Launch
+from autotune.space.schema import Workload
 from tests.engine.conftest import VLLM_CPU
 
 pytestmark = pytest.mark.engine

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from autotune.space import Workload
-from autotune.spacefile import load_space
-from autotune.validate import Contender, NamedWorkload, Step, validate
+from autotune.evidence.validate import Contender, NamedWorkload, Step, validate
+from autotune.space.files import load_space
+from autotune.space.schema import Workload
 from tests.conftest import SPACES
 
 pytestmark = pytest.mark.engine

@@ -14,9 +14,9 @@ import pytest
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import UnsupportedConfig
-from autotune.reproduce import vllm_bench_argv
-from autotune.space import Workload
-from autotune.spacefile import load_space
+from autotune.evidence.reproduce import vllm_bench_argv
+from autotune.space.files import load_space
+from autotune.space.schema import Workload
 from tests.conftest import REPO, SPACES
 
 pytestmark = pytest.mark.engine

@@ -15,7 +15,7 @@ import pytest
 
 from autotune.engines.base import LaunchSpec
 from autotune.engines.readiness import lists_model
-from autotune.server import ServerProcess, free_port, gpu_memory_used
+from autotune.serving.process import ServerProcess, free_port, gpu_memory_used
 
 pytestmark = pytest.mark.gpu
 HOLD = ("import sys, time, torch; x = torch.empty(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, device='cuda');"

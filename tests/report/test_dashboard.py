@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.study import default_storage
+from autotune.search.study import default_storage
 from autotune.testing.browser import chromium_page, dashboard_server
 from tests.conftest import REPO
 from tests.study.outcome_study import CRASH_LINE, NAME, outcome_study

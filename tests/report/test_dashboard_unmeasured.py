@@ -15,7 +15,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from autotune.dashboard_view import DashboardView
+from autotune.evidence.dashboard import DashboardView
 
 SPACE = {"max_num_seqs": CategoricalDistribution([8, 32, 128, 256])}
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from autotune.cli.validate import _contender, _space_of
-from autotune.objective import PESSIMISTIC
-from autotune.report import baseline_rows, figures, gain_column
-from autotune.study import default_storage
+from autotune.evidence.report import baseline_rows, figures, gain_column
+from autotune.search.objective import PESSIMISTIC
+from autotune.search.study import default_storage
 from tests.conftest import SPACES
 from tests.study.conftest import autotune
 

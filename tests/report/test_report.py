@@ -10,9 +10,9 @@ import optuna
 import pandas as pd
 import pytest
 
-from autotune.ranking import best_trial, feasible
-from autotune.report import baseline_rows, cost_line, figures, gain_column, pareto_front, trials_frame
-from autotune.study import default_storage
+from autotune.evidence.report import baseline_rows, cost_line, figures, gain_column, pareto_front, trials_frame
+from autotune.search.ranking import best_trial, feasible
+from autotune.search.study import default_storage
 from autotune.testing.browser import chromium_page
 from tests.study.conftest import autotune, show
 

@@ -8,7 +8,7 @@ import pytest
 from autotune.config import ServerConfig
 from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.aiconfig import AiconfiguratorModel
-from autotune.space import Workload
+from autotune.space.schema import Workload
 from autotune.testing.sim import H200X8, V32
 
 pytest.importorskip("aiconfigurator", reason="needs the aiconfigurator extra: pip install 'autotune[aiconfigurator]'")

@@ -13,7 +13,7 @@ from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import direct_benchmark
 from autotune.sim.words import word_tokenizer
-from autotune.space import Workload
+from autotune.space.schema import Workload
 from autotune.testing.seedset import sharegpt_runs, simulated_total
 from autotune.testing.sim import H200X8, V32
 

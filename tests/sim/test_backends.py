@@ -1,6 +1,6 @@
 """The serving seam: the engine as a process, the simulator's server and the simulator in process serve one
-configuration through one interface (``autotune.serving.Backend``) and return one type, ``BenchmarkResult``; the
-trial's modules never import the simulator (the simulator's backends are handed out by ``autotune.backends``)."""
+configuration through one interface (``autotune.serving.seam.Backend``) and return one type, ``BenchmarkResult``; the
+trial's modules never import the simulator (the simulator's backends are handed out by ``autotune.search.backends``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from autotune.bench.results import BenchmarkResult
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import FailureKind, LaunchFailed
-from autotune.serving import ProcessBackend
+from autotune.serving.seam import ProcessBackend
 from autotune.sim.backends import simulated_backend
-from autotune.space import Simulation, Workload
+from autotune.space.schema import Simulation, Workload
 from autotune.testing.sim import V32
 from tests.conftest import H200X8, REPO
 

@@ -14,7 +14,7 @@ from autotune.bench.datasets import build_requests
 from autotune.bench.runner import run_benchmark
 from autotune.config import ServerConfig
 from autotune.sim.models import build_model
-from autotune.space import Simulation, Workload
+from autotune.space.schema import Simulation, Workload
 from autotune.testing.sim import H200X8, V32, sim_server, simulated
 
 COUNTED = ("completed", "failed", "total_input_tokens", "total_output_tokens")

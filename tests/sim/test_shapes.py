@@ -8,13 +8,13 @@ import pytest
 from autotune.bench.datasets import build_requests
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import get_engine
+from autotune.engines.models import resolve_model
 from autotune.errors import FailureKind, StartupFailure
-from autotune.models import resolve_model
 from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import direct_benchmark
 from autotune.sim.specs import model_shape
 from autotune.sim.words import word_tokenizer
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 H200X8 = Hardware(gpus=8, gpu_memory_gb=141, gpu="H200")
 QWEN3_235B = "Qwen/Qwen3-235B-A22B"

@@ -9,7 +9,7 @@ import shlex
 import yaml
 
 from autotune.engines import get_engine
-from autotune.spacefile import load_space
+from autotune.space.files import load_space
 from tests.conftest import REPO, SPACES
 from tests.study.conftest import autotune, show
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from autotune.validate import mean_interval, t_quantile, welch_difference
+from autotune.evidence.validate import mean_interval, t_quantile, welch_difference
 from tests.sim.test_sim_studies import direct_space
 from tests.study.conftest import autotune
 

@@ -16,7 +16,7 @@ import yaml
 from rich.console import Console
 
 from autotune.cli.validate import _progress
-from autotune.validate import Step
+from autotune.evidence.validate import Step
 from tests.study.conftest import autotune, show
 
 PROMPTS = 200

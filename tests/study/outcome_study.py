@@ -9,9 +9,9 @@ from pathlib import Path
 import optuna
 import yaml
 
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, default_storage, prepare_study
-from autotune.workers import run_trials
+from autotune.search.study import RunOptions, default_storage, prepare_study
+from autotune.search.workers import run_trials
+from autotune.space.files import load_space
 
 NAME = "outcomes"
 CRASH_LINE = "ValueError: kv_cache_dtype fp8 is not supported by this attention backend"

@@ -14,10 +14,10 @@ from pathlib import Path
 import optuna
 import yaml
 
-from autotune import budget
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study
-from autotune.workers import run_trials
+from autotune.search import budget
+from autotune.search.study import RunOptions, prepare_study
+from autotune.search.workers import run_trials
+from autotune.space.files import load_space
 from tests.conftest import REPO
 from tests.study.conftest import autotune, show
 

@@ -10,13 +10,13 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.bench.runner import Progress
-from autotune.objective import Objective, Outcome, TrialEnvironment
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study
-from autotune.workers import run_trials
+from autotune.search.objective import Objective, Outcome, TrialEnvironment
+from autotune.search.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study
+from autotune.search.workers import run_trials
+from autotune.space.files import load_space
 from tests.study.conftest import ENGINE, write_space
 
-STEPS = 11  # checkpoints 0-10 of one load level (autotune.objective)
+STEPS = 11  # checkpoints 0-10 of one load level (autotune.search.objective)
 METRIC = "total_token_throughput"
 
 
@@ -90,7 +90,7 @@ def test_a_baseline_is_never_pruned_and_a_retried_one_neither(tmp_path) -> None:
     completed_at(study, 0, (1000.0, 1100.0, 1200.0))
     slow_run(objective, baseline)  # not pruned
     assert study.trials[baseline.number].intermediate_values  # yet reported: others are compared with it
-    # its worker dies: the study queues the configuration again (autotune.study._KillOrphanAndRetry)
+    # its worker dies: the study queues the configuration again (autotune.search.study._KillOrphanAndRetry)
     _KillOrphanAndRetry()(study, study.trials[baseline.number])
     retried = study.ask()
     assert retried.number != baseline.number and retried.user_attrs["baseline"]

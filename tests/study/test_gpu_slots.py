@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from autotune.server import group_alive
-from autotune.spacefile import load_space
-from autotune.workers import concurrent_trials
+from autotune.search.workers import concurrent_trials
+from autotune.serving.process import group_alive
+from autotune.space.files import load_space
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, autotune, show, write_space
 

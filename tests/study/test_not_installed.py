@@ -12,7 +12,7 @@ import pytest
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import FailureKind, LaunchFailed
-from autotune.serving import Launch
+from autotune.serving.seam import Launch
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
 # what `python3 -m sglang.launch_server` and `import vllm` print where the package is missing

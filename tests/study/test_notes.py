@@ -9,9 +9,9 @@ import optuna
 import pytest
 
 from autotune.errors import AutotuneError
-from autotune.notes import save_trial_note, trial_note
-from autotune.space import Objective
-from autotune.study import default_storage
+from autotune.evidence.notes import save_trial_note, trial_note
+from autotune.search.study import default_storage
+from autotune.space.schema import Objective
 from tests.study.outcome_study import CRASH_LINE, SLO_MS, outcome_study
 
 OUTCOMES = {"measured", "misses_slo", "rejected", "duplicate", "pruned", "crash", "oom", "unsupported", "bad_flag",

@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy
 from optuna.storages._rdb import models as rdb_models
 
-from autotune.orphans import EngineProcess, TunerProcess, end_dead_workers_trials
-from autotune.server import group_alive, kill_group, recorded_group_alive
-from autotune.study import open_storage
+from autotune.search.orphans import EngineProcess, TunerProcess, end_dead_workers_trials
+from autotune.search.study import open_storage
+from autotune.serving.process import group_alive, kill_group, recorded_group_alive
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, show, write_space
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from autotune.spacefile import find_space
+from autotune.space.files import find_space
 from tests.study.conftest import autotune
 
 

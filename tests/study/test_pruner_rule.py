@@ -8,10 +8,10 @@ import optuna
 import pytest
 
 from autotune.bench.runner import Progress
-from autotune.notes import trial_note
-from autotune.objective import Objective, TrialEnvironment
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, create_or_load, make_pruner, open_storage
+from autotune.evidence.notes import trial_note
+from autotune.search.objective import Objective, TrialEnvironment
+from autotune.search.study import RunOptions, create_or_load, make_pruner, open_storage
+from autotune.space.files import load_space
 from tests.study.conftest import write_space
 
 STEP = 5

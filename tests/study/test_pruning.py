@@ -6,9 +6,9 @@ import optuna
 import pytest
 
 from autotune.bench.runner import Progress
-from autotune.objective import Objective, TrialEnvironment
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, create_or_load, open_storage
+from autotune.search.objective import Objective, TrialEnvironment
+from autotune.search.study import RunOptions, create_or_load, open_storage
+from autotune.space.files import load_space
 from tests.study.conftest import write_space
 
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from autotune.export import shell_script
-from autotune.server import free_port
+from autotune.evidence.export import shell_script
+from autotune.serving.process import free_port
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, autotune, show, write_space
 

@@ -9,10 +9,10 @@ import optuna
 import pytest
 import yaml
 
-from autotune.learning import learned_rules
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study
-from autotune.workers import run_trials
+from autotune.search.learning import learned_rules
+from autotune.search.study import RunOptions, prepare_study
+from autotune.search.workers import run_trials
+from autotune.space.files import load_space
 from tests.study.conftest import ENGINE, POSTGRES, autotune, show, write_space
 
 # The scripted engine serves at most max_num_seqs streams at once and queues the rest: beyond that concurrency a

@@ -16,11 +16,11 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.errors import AutotuneError
-from autotune.server import group_alive, kill_group
-from autotune.spacefile import load_space
-from autotune.status import Phase, StatusEvent
-from autotune.study import RunOptions, prepare_study
-from autotune.workers import run_node, run_trials
+from autotune.search.status import Phase, StatusEvent
+from autotune.search.study import RunOptions, prepare_study
+from autotune.search.workers import run_node, run_trials
+from autotune.serving.process import group_alive, kill_group
+from autotune.space.files import load_space
 from tests.study.conftest import ENGINE, write_space
 
 _GUARD_S = 60  # a guard against a hang while the engine dies, not a timing assertion

@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from autotune.server import free_port, group_alive, group_record, recorded_group_alive
-from autotune.study import open_storage
+from autotune.search.study import open_storage
+from autotune.serving.process import free_port, group_alive, group_record, recorded_group_alive
 from tests.study.conftest import ENGINE, autotune, show, write_space
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import optuna
 
-from autotune.server import group_alive, recorded_group_alive
+from autotune.serving.process import group_alive, recorded_group_alive
 from tests.conftest import REPO
 from tests.study.conftest import ENGINE, POSTGRES, autotune, write_space
 

@@ -12,12 +12,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune import budget
 from autotune.errors import AutotuneError, FailureKind, SpaceError
-from autotune.learning import learned_rules
-from autotune.spacefile import load_space
-from autotune.study import RunOptions, prepare_study
-from autotune.workers import run_trials
+from autotune.search import budget
+from autotune.search.learning import learned_rules
+from autotune.search.study import RunOptions, prepare_study
+from autotune.search.workers import run_trials
+from autotune.space.files import load_space
 from tests.study.conftest import ENGINE, SCRIPTED_SPACE, write_space
 
 

@@ -10,8 +10,8 @@ import shlex
 
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
-from autotune.redact import MASK, is_secret_name
-from autotune.reproduce import DEFAULT_PORT, launch_on_port
+from autotune.evidence.reproduce import DEFAULT_PORT, launch_on_port
+from autotune.space.redact import MASK, is_secret_name
 
 WORKDIR = "/workspace/autotune"  # the current directory, mounted: chat templates and option files resolve there
 

@@ -11,7 +11,7 @@ This read-only view, handed to optuna-dashboard instead of the storage, shows ea
 - never measured: state Fail, no value (not drawn; its Note and its ``outcome`` attribute say why);
 - measured: as stored, with its constraints in the list optuna-dashboard reads, so a trial that misses its SLO is
   drawn grey as "Infeasible" and left out of the best-value line;
-- the best trial: the best feasible one (``autotune.ranking``), as ``study best`` says.
+- the best trial: the best feasible one (``autotune.search.ranking``), as ``study best`` says.
 
 Everything else (notes, artifacts, studies) goes to the storage unchanged.
 """
@@ -25,7 +25,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
-from autotune.ranking import best_of, maximized
+from autotune.search.ranking import best_of, maximized
 
 _CONSTRAINTS_LIST = "constraints"  # the system attribute optuna-dashboard reads a trial's constraints from
 

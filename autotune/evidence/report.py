@@ -5,7 +5,7 @@ Figures, by their stable titles: the optimization history; throughput per GPU ag
 (every measured load of every trial a point, with the Pareto front); the best configurations against load;
 parallel coordinates over the parameters that vary; parameter importances; a per-engine comparison; where the time
 went. Then the best command, the baseline-vs-best table and what the study cost. Every ranking follows the study's
-direction (``autotune.ranking``).
+direction (``autotune.search.ranking``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import UsageError
-from autotune.export import printed_launch
-from autotune.ranking import feasible, maximizes, ranked
+from autotune.evidence.export import printed_launch
 from autotune.records import RECORDED, Outcome, StudyRecord, TrialRecord
-from autotune.space import load_order
+from autotune.search.ranking import feasible, maximizes, ranked
+from autotune.space.schema import load_order
 
 log = logging.getLogger(__name__)
 ATTRS = ("engine", "failure_kind", "failure_reason", "duplicate_of", "baseline", "launched", "node_minutes",

@@ -3,7 +3,7 @@
 Whichever `study run` finds a step undone does it, under the study's budget lock: the study's description (the space
 it was made with and its metrics; ``space_digest``, written last, says it is whole), its first configurations queued
 once (each engine's baseline, then the prior's best; ``first_queued`` says they were, and a creator killed while
-queueing them leaves those it queued, which are not queued again), and its budget (``autotune.budget.set_budget``).
+queueing them leaves those it queued, which are not queued again), and its budget (``autotune.search.budget.set_budget``).
 No flag waits for a creator that may have died: a study killed while being made is finished by the next run.
 """
 
@@ -19,10 +19,10 @@ import optuna
 from autotune import records
 from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
-from autotune.prior import prior_model, rank
-from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
-from autotune.status import Phase, StatusCallback, StatusEvent, no_status
-from autotune.trial_queue import FixedConfiguration, queue_fixed, queued_params
+from autotune.search.prior import prior_model, rank
+from autotune.search.status import Phase, StatusCallback, StatusEvent, no_status
+from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
+from autotune.space.schema import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 launches nothing costs no GPU time and does not count: a duplicate (the configuration of an earlier trial, which it
 takes the outcome of) or a configuration a static or learned rule rejected. The budget is a number (the study's record):
 a worker starts a trial only while the launches so far and the trials running (each may launch) are fewer
-(``launches_taken``; ``autotune.trial_queue``), so workers at once never launch more than it, and a trial that turned
+(``launches_taken``; ``autotune.search.trial_queue``), so workers at once never launch more than it, and a trial that turned
 out to launch nothing leaves its room to the next.
 
 A study also stops when its space is exhausted: for a space small enough to enumerate, once every launch configuration
@@ -28,12 +28,12 @@ from pydantic import BaseModel, ConfigDict
 from autotune import records
 from autotune.engines import get_engine
 from autotune.errors import NOT_THE_CONFIGURATIONS, FailureKind, UnsupportedConfig
-from autotune.learning import broken_learned_rule
-from autotune.objective import config_key
-from autotune.space import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
+from autotune.search.learning import broken_learned_rule
+from autotune.search.objective import config_key
+from autotune.space.schema import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
 # Non-launches in a row after which a space counts as exhausted. After a duplicate the next trial goes to an untried
-# neighbour of the incumbent (autotune.refine), so a run this long means that neither refinement nor the sampler
+# neighbour of the incumbent (autotune.search.refine), so a run this long means that neither refinement nor the sampler
 # finds an untried configuration. A non-launch costs one suggestion (milliseconds, no GPU); were a tenth of a space's
 # configurations still untried, the sampler at random would miss all of them 50 times in a row with probability
 # 0.9^50 = 0.5%.
@@ -81,7 +81,7 @@ def ended_without_launch(trial: FrozenTrial) -> bool:
 def _counted(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
     """The trials that count: all but a dead worker's, which a retry replaces, and a launch that failed for a reason
     of the machine or the client (the engine not installed, the workload file unreadable: ``NOT_THE_CONFIGURATIONS``;
-    its fixed configuration, if any, is queued again: ``autotune.trial_queue.requeue_not_installed``)."""
+    its fixed configuration, if any, is queued again: ``autotune.search.trial_queue.requeue_not_installed``)."""
     trials = list(trials)
     # every trial a retry replaced: a retry of a retry keeps the first one's ``failed_trial``, its history has both
     retried = {number for t in trials for number in t.system_attrs.get("retry_history", ())}

@@ -4,7 +4,7 @@ One seam, owned by the trial: a ``Backend`` serves configurations (``serve`` giv
 enter starts, ``wait_ready``, ``measure`` a workload at a load, exit stops), and every backend returns the same
 ``BenchmarkResult``. Three implementations: an engine process (``ProcessBackend``, here: ``Launch`` over
 ``ServerProcess``), and the simulator behind HTTP or in process (``autotune.sim.backends``). Which one serves a space
-is ``autotune.backends.serving_backend``'s choice; the trial, ``study validate`` and the prior ask it and never see
+is ``autotune.search.backends.serving_backend``'s choice; the trial, ``study validate`` and the prior ask it and never see
 which.
 
 Shared by a study's trials and by ``study validate``, so both classify failures alike, check the engine outlived each
@@ -27,9 +27,9 @@ from autotune.bench.runner import Progress, ProgressHook, run_benchmark
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine, LaunchSpec
 from autotune.errors import FailureKind, LaunchFailed, ServerCrashed, ServerStartTimeout
-from autotune.redact import scrub_file, secret_values
-from autotune.server import ServerProcess, free_port
-from autotune.space import Workload
+from autotune.serving.process import ServerProcess, free_port
+from autotune.space.redact import scrub_file, secret_values
+from autotune.space.schema import Workload
 
 
 class Serving(Protocol):

@@ -1,12 +1,12 @@
 """The workers of a study: each starts trials within the budget and runs them, alone or beside others.
 
-Workers start trials under the budget lock (``autotune.locks``: a PostgreSQL advisory lock, or a file lock for
-SQLite) only while the launches so far and the trials running are fewer than the budget (``autotune.trial_queue``),
+Workers start trials under the budget lock (``autotune.search.locks``: a PostgreSQL advisory lock, or a file lock for
+SQLite) only while the launches so far and the trials running are fewer than the budget (``autotune.search.trial_queue``),
 so workers at once never launch more than asked; a trial that launches nothing (a duplicate, a rejection) does not
 count, and a study whose space is exhausted stops sooner. Heartbeats mark a worker's running trial; when a worker
 dies, the next one to start finds the trial stale, kills the engine process group it left (recorded in the trial),
 and queues its configuration again; on the dead worker's own host the next run does so at once, before it launches
-anything, and counts the engine's time (``autotune.orphans``). ``run_node`` runs several workers of one node, their
+anything, and counts the engine's time (``autotune.search.orphans``). ``run_node`` runs several workers of one node, their
 trials leasing disjoint GPUs.
 """
 
@@ -27,20 +27,28 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from autotune import budget, names, records, stopping, trial_queue
-from autotune.backends import engine_for
+from autotune import records
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
-from autotune.locks import budget_lock
-from autotune.notes import save_trial_note, trial_note
-from autotune.objective import REASON_LIMIT, Objective
-from autotune.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
+from autotune.evidence.notes import save_trial_note, trial_note
 from autotune.records import Outcome
+from autotune.search import budget, names, stopping, trial_queue
+from autotune.search.backends import engine_for
+from autotune.search.locks import budget_lock
+from autotune.search.objective import REASON_LIMIT, Objective
+from autotune.search.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
+from autotune.search.status import StatusCallback, no_status
+from autotune.search.storage import Heartbeat, unwritable
+from autotune.search.study import (
+    DEFAULT_TRIALS,
+    PreparedStudy,
+    RunOptions,
+    default_storage,
+    node_minutes_spent,
+    prepare_study,
+)
 from autotune.settings import Settings
-from autotune.space import ENUMERATION_LIMIT, SearchSpace
-from autotune.spacefile import find_space, load_space
-from autotune.status import StatusCallback, no_status
-from autotune.storage import Heartbeat, unwritable
-from autotune.study import DEFAULT_TRIALS, PreparedStudy, RunOptions, default_storage, node_minutes_spent, prepare_study
+from autotune.space.files import find_space, load_space
+from autotune.space.schema import ENUMERATION_LIMIT, SearchSpace
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -130,7 +138,7 @@ def _run_trials_until_done(prepared: PreparedStudy, on_trial, started: float) ->
 
 
 def _refine(prepared: PreparedStudy) -> None:
-    """After a duplicate: an untried neighbour of the incumbent is queued (``autotune.refine``), under the budget lock,
+    """After a duplicate: an untried neighbour of the incumbent is queued (``autotune.search.refine``), under the budget lock,
     where no other worker's refinement queues the same one meanwhile."""
     options = prepared.options
     with budget_lock(options.storage, options.name, options.studies_dir):
@@ -158,7 +166,7 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
     # forked by a server process that imported autotune once: no storage connection or thread of ours inherited,
     # and no worker pays for the imports again
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["autotune.workers", "autotune.cli.study"])
+    context.set_forkserver_preload(["autotune.search.workers", "autotune.cli.study"])
     # a seed of its own for each worker: one seed would make every worker suggest the same configurations
     seeds = [None if options.seed is None else options.seed + index for index in range(workers)]
     processes = [context.Process(target=_node_worker, args=(space, space_path, dataclasses.replace(each, seed=seed),

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autotune.errors import UsageError
-from autotune.server import gpu_memory_used
+from autotune.serving.process import gpu_memory_used
 
 _WAIT_POLL_S = 0.2
 # How long a trial waiting for GPUs lets smaller trials take free ones before it holds the node's queue, in the

@@ -1,7 +1,7 @@
 """The prior: before the first real launch, rank the space's launch configurations with a performance model.
 
 Each configuration that passes the static rules is evaluated by the simulator in process (no GPU; the backend
-``autotune.backends.prediction_backend`` hands out) at every load of the space; its predicted value is its best SLO-feasible load's objective. The study enqueues the few
+``autotune.search.backends.prediction_backend`` hands out) at every load of the space; its predicted value is its best SLO-feasible load's objective. The study enqueues the few
 best (``search.prior_trials``, marked ``prior`` in the dashboard) and the sampler takes over from there: the prior
 orders the first launches, it never removes a configuration from the space.
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.backends import prediction_backend, simulator_knows_model
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UnsupportedConfig
-from autotune.ranking import maximized, sign
-from autotune.serving import Backend, Serving
-from autotune.space import SearchSpace
+from autotune.search.backends import prediction_backend, simulator_knows_model
+from autotune.search.ranking import maximized, sign
+from autotune.serving.seam import Backend, Serving
+from autotune.space.schema import SearchSpace
 
 log = logging.getLogger(__name__)
 PRIOR_PROMPTS = 32  # requests per predicted benchmark: the ranking needs the order, not the last percent

@@ -16,7 +16,7 @@ from pydantic_core import ErrorDetails
 from autotune.config import CLIENT_KNOBS, KNOBS, knob_adapter
 from autotune.engines import ENGINES
 from autotune.errors import SpaceError, UsageError
-from autotune.space import (
+from autotune.space.schema import (
     ENGINE_PARAM,
     PARAM_KINDS,
     ChoiceParam,
@@ -38,7 +38,7 @@ def _shipped_spaces_dir() -> Path:
     """Where the shipped spaces are: ``search_spaces/`` at the top of the checkout, installed as package data
     ``autotune/search_spaces/`` by a non-editable install (pyproject.toml maps the one to the other); an editable
     install or a checkout on the path finds them beside the package."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     installed = package / "search_spaces"
     return installed if installed.is_dir() else package.parent / "search_spaces"
 

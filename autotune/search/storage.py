@@ -27,8 +27,8 @@ import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
 from autotune.errors import AutotuneError
-from autotune.redact import mask_url
 from autotune.settings import Settings
+from autotune.space.redact import mask_url
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)

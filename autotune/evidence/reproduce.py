@@ -18,7 +18,7 @@ from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.engines.base import API_KEY_FLAG
-from autotune.space import Workload
+from autotune.space.schema import Workload
 
 DEFAULT_PORT = 8000
 OPENAI_KEY_ENV = "OPENAI_API_KEY"  # what vllm bench serve (and autotune bench by default) read the key from

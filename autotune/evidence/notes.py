@@ -15,9 +15,9 @@ import textwrap
 import optuna
 
 from autotune.errors import AutotuneError
-from autotune.export import printed_launch
+from autotune.evidence.export import printed_launch
 from autotune.records import LoadRecord, Outcome, TrialRecord
-from autotune.space import Objective
+from autotune.space.schema import Objective
 
 _WRAP = 100  # characters of a code line that fit a 1400-pixel window beside the dashboard's trial list
 # the key metrics, as the benchmark names them, with their units
@@ -29,7 +29,7 @@ def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
     """The Markdown note of a finished trial.
 
     Args:
-        trial: the trial as Optuna stored it (state, values, user attributes written by ``autotune.objective``).
+        trial: the trial as Optuna stored it (state, values, user attributes written by ``autotune.search.objective``).
         objective: the study's objective (metric names, SLO limits).
 
     Returns:

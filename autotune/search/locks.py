@@ -13,8 +13,8 @@ from pathlib import Path
 
 import sqlalchemy
 
-from autotune import names
-from autotune.storage import advisory_lock, lock_engine_kwargs
+from autotune.search import names
+from autotune.search.storage import advisory_lock, lock_engine_kwargs
 
 
 @contextlib.contextmanager

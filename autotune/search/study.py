@@ -1,10 +1,10 @@
 """Create or resume a study: its storage, sampler and pruner, its set-up and its budget.
 
-The trial budget is a number of launches (``autotune.budget``); the study's set-up (``autotune.study_setup``) queues
+The trial budget is a number of launches (``autotune.search.budget``); the study's set-up (``autotune.search.setup``) queues
 each engine's baseline (its default configuration in the space, the seed study's step 1) and the prior's picks.
 ``prepare_study`` checks what can be checked before any launch and returns the study ready for its workers
-(``autotune.workers``, which start trials under the budget lock and run them). A dead worker's trial is ended and its
-configuration queued again by the next worker (``autotune.orphans``, ``fail_stale_trials``).
+(``autotune.search.workers``, which start trials under the budget lock and run them). A dead worker's trial is ended and its
+configuration queued again by the next worker (``autotune.search.orphans``, ``fail_stale_trials``).
 """
 
 from __future__ import annotations
@@ -19,20 +19,22 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
-from autotune import budget, names, records, study_setup
-from autotune.backends import engine_for
+from autotune import records
 from autotune.engines import Engine
 from autotune.errors import AutotuneError
-from autotune.gpus import GpuPool, node_lock_dir
-from autotune.locks import budget_lock
-from autotune.objective import Objective, TrialEnvironment
-from autotune.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
-from autotune.orphans import end_dead_workers_trials
-from autotune.server import check_executable
-from autotune.space import SearchSpace
-from autotune.spacefile import check_dataset
-from autotune.status import StatusCallback, no_status
-from autotune.storage import open_storage
+from autotune.search import budget, names
+from autotune.search import setup as study_setup
+from autotune.search.backends import engine_for
+from autotune.search.locks import budget_lock
+from autotune.search.objective import Objective, TrialEnvironment
+from autotune.search.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
+from autotune.search.orphans import end_dead_workers_trials
+from autotune.search.status import StatusCallback, no_status
+from autotune.search.storage import open_storage
+from autotune.serving.gpus import GpuPool, node_lock_dir
+from autotune.serving.process import check_executable
+from autotune.space.files import check_dataset
+from autotune.space.schema import SearchSpace
 
 __all__ = ["PreparedStudy", "RunOptions", "create_or_load", "default_storage", "open_storage", "prepare_study"]
 
@@ -94,7 +96,7 @@ def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
     if space.search.pruner == "none":
         return optuna.pruners.NopPruner()
     # judged only against 3 or more trials measured at the same load and checkpoint (one faster trial is no verdict);
-    # the first checkpoints of each load are skipped by the objective (autotune.pruning.pruning_hook)
+    # the first checkpoints of each load are skipped by the objective (autotune.search.pruning.pruning_hook)
     if space.search.pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=3, n_min_trials=3)
     # Optuna's percentile is the share *kept* ("top of 25th percentile trials are kept"): 25 would stop the bottom
@@ -104,7 +106,7 @@ def make_pruner(space: SearchSpace) -> optuna.pruners.BasePruner:
 
 def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, storage,
                    on_status: StatusCallback = no_status) -> optuna.Study:  # fmt: skip
-    """The study, made or loaded, with what its set-up still lacks done (``autotune.study_setup``: a creator killed
+    """The study, made or loaded, with what its set-up still lacks done (``autotune.search.setup``: a creator killed
     part-way leaves a study the next run finishes) and its budget set or raised (``--more`` adds once per run)."""
     study = study_setup.open_study(space, options.name, storage, make_sampler(space, options.seed), make_pruner(space))
     first = [] if study_setup.first_queued(study) else study_setup.first_configurations(space, options.n_trials,
@@ -159,7 +161,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:
-    """``autotune.orphans.end_dead_workers_trials``, under the study's budget lock: two workers that both saw a trial
+    """``autotune.search.orphans.end_dead_workers_trials``, under the study's budget lock: two workers that both saw a trial
     stale would both retry it, and the study would run more trials than its budget."""
     with budget_lock(options.storage, options.name, options.studies_dir):
         end_dead_workers_trials(study)

@@ -2,7 +2,7 @@
 
 Late in a study TPE keeps proposing configurations it has measured (duplicates cost no launch, but teach nothing).
 When that happens, an untried configuration one parameter away from the incumbent (the best feasible trial) is queued
-for the next trial (``autotune.trial_queue``), so the trial budget goes to the incumbent's neighbourhood, where the
+for the next trial (``autotune.search.trial_queue``), so the trial budget goes to the incumbent's neighbourhood, where the
 last percent usually is. The sampler still makes every other suggestion; nothing is excluded.
 """
 
@@ -15,8 +15,8 @@ import optuna
 
 from autotune.engines import get_engine
 from autotune.errors import UnsupportedConfig
-from autotune.learning import broken_learned_rule
-from autotune.space import ENGINE_PARAM, SearchSpace
+from autotune.search.learning import broken_learned_rule
+from autotune.space.schema import ENGINE_PARAM, SearchSpace
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A study's trials, started within its budget: the queued fixed configurations first, then the sampler's choices.
 
-The budget is a number (``autotune.budget``), not a set of trials made in advance: a worker, under the study's slot
+The budget is a number (``autotune.search.budget``), not a set of trials made in advance: a worker, under the study's slot
 lock, starts a trial only while the launches so far and the trials running are fewer than the budget. The few
 configurations a trial must launch as they are (each engine's baseline, the prior's picks, a duplicate's refinement,
 the configuration of a launch whose engine was not installed, a dead worker's retry) wait as WAITING trials and are
@@ -15,7 +15,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import budget, records
+from autotune import records
+from autotune.search import budget
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def queued_params(study: optuna.Study) -> list[dict[str, Any]]:
 
 
 def requeue_not_installed(study: optuna.Study, failed: FrozenTrial) -> None:
-    """A launch whose engine was not installed costs the study no trial (``autotune.budget`` does not count it); a
+    """A launch whose engine was not installed costs the study no trial (``autotune.search.budget`` does not count it); a
     fixed configuration it had goes back in the queue as it was (a baseline stays the baseline), so the next
     `study run` after the fix launches it. A sampler's choice needs nothing: the sampler chooses again."""
     if failed.system_attrs.get("fixed_params"):

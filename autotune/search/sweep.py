@@ -12,8 +12,8 @@ for one launch and finds its best load there. The levels are the space's loads, 
   So, for a throughput objective, once the remaining levels cannot beat the study's incumbent (or the trial's own
   best), the sweep stops.
 - A level that failed (out of memory at that load, say) is infeasible, as is every heavier one. A level with any
-  failed request is a failed level (``autotune.serving.Launch.measure``), of the kind the server log names, so the
-  sweep goes lighter; the pruner never judges it (``autotune.objective``).
+  failed request is a failed level (``autotune.serving.seam.Launch.measure``), of the kind the server log names, so the
+  sweep goes lighter; the pruner never judges it (``autotune.search.objective``).
 
 The trial's value is its best feasible level's objective; every level measured is kept (``LoadResult.record``).
 """
@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.ranking import maximized, sign
 from autotune.records import LoadRecord
-from autotune.space import Objective
+from autotune.search.ranking import maximized, sign
+from autotune.space.schema import Objective
 
 MAX_VIOLATION = 1.0  # an SLO missed by more than its own limit counts as much as a failed launch's share
 

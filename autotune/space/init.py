@@ -1,6 +1,6 @@
 """``autotune init``: a search space for a user's model and machine, each choice commented with why.
 
-What applies is decided from the model's facts (``autotune.models``: its local config.json, else a built-in profile)
+What applies is decided from the model's facts (``autotune.engines.models``: its local config.json, else a built-in profile)
 and the machine (GPU count and memory). Every candidate parallel layout is checked against the engine's static rules
 before it is offered, so nothing written here is refused at launch by a rule autotune knows.
 """
@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import ENGINES, Engine, InitDefaults, get_engine
+from autotune.engines.models import ModelInfo, known_models, resolve_model
 from autotune.errors import UnsupportedConfig, UsageError
-from autotune.models import ModelInfo, known_models, resolve_model
-from autotune.space import Objective
+from autotune.space.schema import Objective
 
 # Weights may take at most this share of a GPU in a layout offered as a default: the rest is KV cache and
 # activations, without which a server starts but serves a handful of requests at a time.

@@ -1,6 +1,6 @@
 """Which backend serves a space's configurations: the engine itself as a process, or the simulator standing in for it.
 
-The trial (``autotune.objective``), ``study validate`` and the prior ask here and get an ``autotune.serving.Backend``;
+The trial (``autotune.search.objective``), ``study validate`` and the prior ask here and get an ``autotune.serving.seam.Backend``;
 they never see which one. A space with ``simulate`` gets the simulator's backends (``autotune.sim.backends``: its
 server, or its model in process); this module is where that choice is handed out, so that the modules on the
 trial's path import nothing of the simulator.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from autotune.config import ServerConfig
 from autotune.engines import Engine, get_engine
-from autotune.serving import Backend, ProcessBackend
+from autotune.serving.seam import Backend, ProcessBackend
 from autotune.sim import backends as simulator
-from autotune.space import SearchSpace, Simulation
+from autotune.space.schema import SearchSpace, Simulation
 
 
 def serving_backend(space: SearchSpace, name: str, executables: dict[str, list[str]] | None = None) -> Backend:

@@ -5,8 +5,8 @@ The only place that maps outcomes to Optuna. A configuration that was rejected, 
 out is a COMPLETE trial with a pessimistic value and a violated ``launch`` constraint, so the sampler learns that
 region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL is kept for bugs in the tuner. SLOs are
 graded constraints: (measured − limit) / limit, capped at 1, so "barely over" ranks far ahead of "crashed" (whose
-launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.sweep``); a failure
-whose message names a knob value, or an out-of-memory, teaches the study (``autotune.learning``). A slow
+launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.search.sweep``); a failure
+whose message names a knob value, or an out-of-memory, teaches the study (``autotune.search.learning``). A slow
 configuration is pruned from its first benchmark's checkpoints. Every trial's ``outcome`` attribute says in one word
 what became of it (``Outcome``), for a filter in optuna-dashboard.
 
@@ -33,21 +33,22 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from autotune import learning, pruning, records, refine, stopping
-from autotune.backends import anchored_paths, serving_backend
+from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines import Engine
 from autotune.errors import EngineNotInstalled, FailureKind, LaunchFailed, UnsupportedConfig
-from autotune.export import public_config, shell_script
-from autotune.gpus import GpuPool
-from autotune.orphans import EngineProcess
-from autotune.ranking import best_of, maximized
+from autotune.evidence.export import public_config, shell_script
 from autotune.records import Outcome
-from autotune.redact import redact_spec
-from autotune.serving import Backend, Serving
-from autotune.space import Point, SearchSpace
-from autotune.status import Phase, StatusCallback, StatusEvent, no_status
-from autotune.sweep import MAX_VIOLATION, LoadResult, LoadSweep
+from autotune.search import learning, pruning, refine, stopping
+from autotune.search.backends import anchored_paths, serving_backend
+from autotune.search.orphans import EngineProcess
+from autotune.search.ranking import best_of, maximized
+from autotune.search.status import Phase, StatusCallback, StatusEvent, no_status
+from autotune.search.sweep import MAX_VIOLATION, LoadResult, LoadSweep
+from autotune.serving.gpus import GpuPool
+from autotune.serving.seam import Backend, Serving
+from autotune.space.redact import redact_spec
+from autotune.space.schema import Point, SearchSpace
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class Objective:
 
     def _repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> list[float]:
         """An exact duplicate is never launched again: it gets the earlier trial's outcome (it does not count against
-        the budget; ``neighbour_after_duplicate`` may find an untried neighbour to launch instead: ``autotune.study``)."""
+        the budget; ``neighbour_after_duplicate`` may find an untried neighbour to launch instead: ``autotune.search.study``)."""
         records.write(trial, outcome=Outcome.DUPLICATE, duplicate_of=previous.number)
         records.write(trial, **records.duplicated(previous))
         if previous.state == optuna.trial.TrialState.PRUNED:
@@ -202,7 +203,7 @@ class Objective:
         return list(previous.values)
 
     def neighbour_after_duplicate(self, study: optuna.Study) -> refine.Neighbour | None:
-        """After a duplicate: an untried neighbour of the incumbent (``autotune.refine``), for the study to queue; None
+        """After a duplicate: an untried neighbour of the incumbent (``autotune.search.refine``), for the study to queue; None
         without one (or an incumbent). Neither tried nor queued already: called under the slot lock."""
         incumbent = self._incumbent(study)
         if incumbent is None or not self.space.search.refine:
@@ -344,13 +345,13 @@ class Objective:
 
     # -- progress, records --------------------------------------------------------------------------------------
     def _progress_hook(self, trial: optuna.Trial, level: int | None):
-        """What watches a load as it runs (``autotune.pruning``): Optuna's pruner on the trial's first benchmark (at
+        """What watches a load as it runs (``autotune.search.pruning``): Optuna's pruner on the trial's first benchmark (at
         ``level``; None for the later ones) when the study has one metric, and the SLO on every load."""
         prune = self._pruning_hook(trial, level) if level is not None and len(self.metrics) == 1 else None
         return pruning.progress_hook(prune, self.slo)
 
     def _pruning_hook(self, trial: optuna.Trial, level: int):
-        """Optuna's pruner on the first benchmark of ``trial``, run at load ``level`` (``autotune.pruning``)."""
+        """Optuna's pruner on the first benchmark of ``trial``, run at load ``level`` (``autotune.search.pruning``)."""
         return pruning.pruning_hook(trial, level, self.metrics[0].name)
 
     def _record_command(self, trial: optuna.Trial, launch: dict) -> None:

@@ -9,7 +9,7 @@ mean; a gain whose interval contains 0 is marked "within noise", otherwise "real
 with itself is called "real" about 1 time in 20; at 99%, 1 in 100, with wider intervals.
 
 Load and SLOs. A study measures each configuration at several loads (``max_concurrency``, ``request_rate``) and keeps
-the best load that meets its SLOs (``autotune.sweep``); the comparison it reports is between configurations at their
+the best load that meets its SLOs (``autotune.search.sweep``); the comparison it reports is between configurations at their
 chosen loads. So each configuration is validated at its study's chosen load (a ``Contender``), on every workload of
 the suite (a workload that sets its own load keeps it), and the study's SLOs are judged on each side's means: a side
 that misses one is shown as missing it, whatever its throughput. The gain is in the study's first objective metric,
@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.backends import anchored_paths, serving_backend
 from autotune.bench.results import BenchmarkResult
 from autotune.config import ServerConfig
+from autotune.engines.models import resolve_model
 from autotune.errors import AutotuneError, LaunchFailed
-from autotune.models import resolve_model
-from autotune.ranking import sign
-from autotune.space import Objective, SearchSpace, Workload
+from autotune.search.backends import anchored_paths, serving_backend
+from autotune.search.ranking import sign
+from autotune.space.schema import Objective, SearchSpace, Workload
 
 # The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
 SEED_SUITE = (("random 128/4", 128, 4, 1000), ("random 2000/100", 2000, 100, 500), ("random 4000/200", 4000, 200, 500),

@@ -30,7 +30,7 @@ from optuna.storages._rdb import models as rdb_models  # the heartbeat table: Op
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
-from autotune.server import group_record, kill_group, recorded_group_alive
+from autotune.serving.process import group_record, kill_group, recorded_group_alive
 
 log = logging.getLogger(__name__)
 # A retry must not inherit from the trial it replaces that trial's tuner, engine and cost (a retry popped by a live
@@ -65,7 +65,7 @@ class TunerProcess(pydantic.BaseModel):
 
 
 class EngineProcess(pydantic.BaseModel):
-    """A trial's engine launch: the process group a restarted tuner kills (``autotune.server.group_record``), and when
+    """A trial's engine launch: the process group a restarted tuner kills (``autotune.serving.process.group_record``), and when
     it ran (epoch seconds, this host's clock)."""
 
     pgid: int
@@ -162,7 +162,7 @@ def _end(study: optuna.Study, trial: FrozenTrial) -> bool:
             engine = engine.model_copy(update={"ended_at": ended_at})
             records.write_stored(storage, trial._trial_id, engine_process=engine.model_dump())
             if (minutes := engine.node_minutes()) is not None and not records.is_simulated(trial):
-                # a simulated trial's node-minutes are the space's virtual costs (autotune.objective), not its time
+                # a simulated trial's node-minutes are the space's virtual costs (autotune.search.objective), not its time
                 records.write_stored(storage, trial._trial_id, node_minutes=minutes)
         if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
             return False
@@ -183,7 +183,9 @@ def _last_heartbeat(storage: optuna.storages.BaseStorage, trial_id: int) -> floa
     if not _heartbeats(storage):
         return None
     rdb = getattr(storage, "_backend", storage)  # a study's storage is the RDB storage behind Optuna's cache
-    outage = getattr(rdb, "outage", None)  # autotune.storage.RetryingStorage: through an outage, as its own calls
+    outage = getattr(
+        rdb, "outage", None
+    )  # autotune.search.storage.RetryingStorage: through an outage, as its own calls
     return outage.call(_read_last_heartbeat, rdb, trial_id) if outage else _read_last_heartbeat(rdb, trial_id)
 
 

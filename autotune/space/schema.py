@@ -246,7 +246,7 @@ class Workload(_Strict):
     @field_validator("headers")
     @classmethod
     def _no_key_in_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        from autotune.redact import is_secret_name  # sqlalchemy's import stays out of the simulator's server
+        from autotune.space.redact import is_secret_name  # sqlalchemy's import stays out of the simulator's server
 
         if any(name.lower() == "authorization" or is_secret_name(name) for name in headers):
             raise ValueError("holds a credential; fix: launch the engine with its API key (vLLM: VLLM_API_KEY in "
@@ -300,7 +300,7 @@ class Point:
 
 
 class SearchSpace(_Strict):
-    """A validated search space. Build it with ``autotune.spacefile.load_space`` to get file-aware errors."""
+    """A validated search space. Build it with ``autotune.space.files.load_space`` to get file-aware errors."""
 
     name: str | None = None
     description: str | None = None

@@ -1,0 +1,1 @@
+"""Evidence about a finished study."""

@@ -1,0 +1,1 @@
+"""The search: a study, its workers and one trial."""

@@ -1,0 +1,1 @@
+"""The serving seam and engine processes."""

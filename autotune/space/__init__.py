@@ -1,0 +1,1 @@
+"""The search space: schema, space files, init."""
