@@ -1,13 +1,16 @@
 """Errors and failure kinds.
 
-Every error autotune raises on purpose derives from ``AutotuneError``; the CLI turns it into one line and an
-exit code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead::
+Every error autotune raises on purpose derives from ``AutotuneError``; the CLI turns it into one line and an exit
+code (``exit_code``), and ``AUTOTUNE_DEBUG=1`` shows the traceback instead. Below the CLI nothing raises
+``ValueError``, ``KeyError``, ``SystemExit`` or another built-in exception on purpose, except where a protocol asks for
+one (a pydantic validator, ``Mapping.__getitem__``, Optuna's storage API): tests/test_error_tree.py checks it::
 
     AutotuneError                 exit 1: a runtime problem
     ├── UsageError                exit 2: the user's input is wrong (bad flag value, unknown knob, unknown engine)
     │   └── SpaceError            exit 2: a search-space file is invalid; names the file, the key path and the fix
     ├── UnsupportedConfig         exit 1: a configuration breaks a static rule of its engine (names the rule)
     ├── EngineNotInstalled        exit 1: the engine cannot start on this machine for any configuration (names the fix)
+    ├── EngineDefinitionError     exit 1: an engine adapter (a plug-in's, often) declares what autotune cannot use
     ├── LaunchFailed              a served configuration produced no measurement: its FailureKind, the engine's words
     │                             and its log's end (autotune.serving.seam; the trial records it, never the CLI)
     ├── ServerCrashed             the engine's process exited (or its log says it failed), with exit code and log tail
@@ -75,6 +78,11 @@ class EngineNotInstalled(AutotuneError):
     """The engine's command cannot start here, whatever the configuration: its program or its Python package is
     missing (``No module named 'sglang'``, ``command not found``, ``exec format error``). A problem of the machine,
     not of a configuration: a study stops rather than record it against the configuration it tried."""
+
+
+class EngineDefinitionError(AutotuneError):
+    """An engine adapter is declared wrongly (a knob it accepts that autotune does not know): raised when its class
+    is defined, so a plug-in's mistake shows when it is first looked up, naming the class and the fix."""
 
 
 class LaunchFailed(AutotuneError):

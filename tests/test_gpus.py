@@ -92,7 +92,7 @@ def test_leases_are_disjoint_and_a_larger_one_waits_for_enough(tmp_path) -> None
         assert trials.order == []  # every GPU is held
     trials.join()
     assert len(trials.leased["waiter"]) == 2
-    with pytest.raises(ValueError, match="needs 4 GPUs, the worker has 3"), pool.lease(4):
+    with pytest.raises(UsageError, match="needs 4 GPUs, the worker has 3"), pool.lease(4):
         pass
 
 

@@ -22,7 +22,7 @@ from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
 from autotune.engines.models import ModelInfo, load_tokenizer, resolve_model
 from autotune.engines.readiness import Readiness, lists_model
-from autotune.errors import FailureKind, UnsupportedConfig
+from autotune.errors import EngineDefinitionError, FailureKind, UnsupportedConfig
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,8 @@ class Engine(ABC):
         if "unsupported_knobs" not in cls.__dict__:
             unknown = cls.accepts - set(KNOBS)
             if unknown:
-                raise TypeError(f"{cls.__qualname__}.accepts names no knob of ServerConfig: {sorted(unknown)}")
+                raise EngineDefinitionError(f"{cls.__module__}.{cls.__qualname__}.accepts names no knob of ServerConfig: "
+                                            f"{sorted(unknown)}; fix: use the names `autotune knobs` lists")
             label = cls.label or cls.name
             cls.unsupported_knobs = {knob: cls.refusal_notes.get(knob, f"{label} has no {knob} knob")
                                      for knob in KNOBS if knob not in cls.accepts | COMMON_KNOBS}  # fmt: skip

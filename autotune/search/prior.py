@@ -113,7 +113,7 @@ def _best_load(space: SearchSpace, engine: str, predicted: Serving) -> float | N
                                                                                PRIOR_PROMPTS)})  # fmt: skip
         try:
             result = predicted.measure(workload)
-        except (AutotuneError, RuntimeError):
+        except AutotuneError:
             continue
         value = result.metric(objective.metrics[0].name)
         if any(_or_inf(result.metric(m)) > limit for m, limit in objective.slo.items()):

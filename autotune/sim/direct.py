@@ -13,6 +13,7 @@ from collections import deque
 from autotune.bench.client import RequestRecord, arrival_offsets
 from autotune.bench.datasets import BenchRequest
 from autotune.bench.metrics import compute_metrics, result_header
+from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.scheduler import Scheduler, SimRequest, StepModel
 from autotune.space.schema import Workload
 
@@ -47,7 +48,8 @@ def simulate(model: StepModel, requests: list[BenchRequest], offsets: list[float
             continue
         duration, events = scheduler.step()
         if duration <= 0 and not events:
-            raise RuntimeError("simulator made no progress: a request fits neither the batch nor the KV cache")
+            # a real engine refuses such a request (too long for its KV cache): the configuration's failure, recorded
+            raise StartupFailure(FailureKind.OOM, "a request fits neither the batch nor the KV cache: the simulator made no progress")
         now += duration
         for event in events:
             record = records[event.request.handle]  # type: ignore[index]

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
+from autotune.errors import UsageError
 
 if TYPE_CHECKING:  # only in annotations: the simulator's server process starts without importing optuna
     import optuna
@@ -94,7 +95,7 @@ class FloatParam(_ParamBase):
 
     def values(self) -> list[float]:
         if self.step is None:
-            raise ValueError("a float range without a step has infinitely many values")
+            raise UsageError("a float range without a step has infinitely many values; fix: give it a `step`")
         low, high = self.bounds
         count = math.floor((high - low) / self.step + 1e-9) + 1
         return [round(low + i * self.step, 10) for i in range(count)]
