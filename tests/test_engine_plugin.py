@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import site
 import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from autotune.engine_registry import ENTRY_POINT_GROUP
 from autotune.engines import ENGINES, Engine, LaunchSpec, get_engine
 from autotune.errors import UnsupportedConfig, UsageError
 from tests.conftest import REPO
+from tests.venvs import fresh_venv
 
 SCRIPTED_SERVER = ["-m", "autotune.testing.scripted", "serve", "scripted-model"]  # speaks enough of any engine's argv
 # A wheel of the project's modules with the entry points of pyproject.toml's [project.entry-points] (what a real
@@ -77,16 +76,8 @@ def plugin_venv(tmp_path: Path) -> Path:
     (package / "autotune_llamacpp.py").write_text(module)
     (package / "pyproject.toml").write_text(BUILD_SYSTEM + pyproject)
     (package / "backend.py").write_text(BACKEND)
-    venv = tmp_path / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                          capture_output=True, text=True)  # fmt: skip
-    if made.returncode != 0:
-        pytest.skip(f"cannot make a venv here: {made.stderr.strip()[-300:]}")
-    python = venv / "bin" / "python"
-    venv_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     # this interpreter's packages (pip, pydantic, optuna...) and the checkout: no download, this autotune
-    Path(venv_site, "parent.pth").write_text("\n".join([*site.getsitepackages(), str(REPO)]) + "\n")
+    python = fresh_venv(tmp_path / "venv", REPO)
     installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--no-build-isolation", str(package)],
                                capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
     if installed.returncode != 0:

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from packaging.version import Version
 from setuptools import find_packages
 
 from tests.conftest import REPO
+from tests.venvs import fresh_venv
 
 SHIPPED = sorted(path.stem for path in (REPO / "search_spaces").glob("*.yaml"))
 
@@ -35,23 +35,6 @@ def _checkout_copy(target: Path) -> Path:
     for file in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / file, target / file)
     return target
-
-
-def _venv(path: Path) -> Path:
-    """A fresh venv that sees this interpreter's packages (autotune's dependencies, setuptools, pip) but not its
-    autotune: a venv made from a venv inherits only the base interpreter's, so this one's site directories are listed
-    in a .pth (whose own .pth files, an editable autotune's among them, are not run). No pip of its own: Python's
-    bundled one would bring a setuptools too old to build wheels ahead of ours."""
-    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
-                          capture_output=True, text=True)  # fmt: skip
-    if made.returncode != 0:
-        pytest.skip(f"cannot make a venv here: {made.stderr.strip()[-300:]}")
-    python = path / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    ours = [entry for entry in sys.path if entry.endswith(("site-packages", "dist-packages")) and Path(entry).is_dir()]
-    (Path(purelib) / "parent-site.pth").write_text("".join(f"{entry}\n" for entry in ours))
-    return python
 
 
 def _cannot_build_wheels() -> str | None:
@@ -95,7 +78,7 @@ def test_an_install_outside_the_checkout_lists_the_spaces_and_runs_the_quickstar
     where = ["-c", "import autotune, autotune.space.files as f; print(autotune.__file__, f.SHIPPED_SPACES)"]
 
     installed = tmp_path / "installed"
-    python = _venv(installed)
+    python = fresh_venv(installed)
     _install(python, source, elsewhere, env, editable=False)
     package, spaces = _run([str(python), *where], elsewhere, env).stdout.split()
     assert Path(package).is_relative_to(installed), package  # the installed copy, not a checkout
@@ -108,7 +91,7 @@ def test_an_install_outside_the_checkout_lists_the_spaces_and_runs_the_quickstar
     assert (elsewhere / "studies" / "quickstart.db").exists()
 
     editable = tmp_path / "editable"
-    python = _venv(editable)
+    python = fresh_venv(editable)
     _install(python, source, elsewhere, env, editable=True)
     package, spaces = _run([str(python), *where], elsewhere, env).stdout.split()
     assert Path(package) == source / "autotune" / "__init__.py" and Path(spaces) == source / "search_spaces"

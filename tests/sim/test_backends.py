@@ -25,7 +25,7 @@ CONFIG = ServerConfig(engine="vllm", model=V32, tp=8, served_model_name="sim")
 WORKLOAD = Workload(dataset="jsonl", path=str(REPO / "tests" / "study" / "prompts.jsonl"), output_len=16, num_prompts=8,
                     max_concurrency=4)  # fmt: skip
 # the modules on the trial's path, which ask for a backend and never see which one serves
-TRIAL_MODULES = ("objective.py", "validate.py", "prior.py", "serving.py")
+TRIAL_MODULES = ("search/objective.py", "evidence/validate.py", "search/prior.py", "serving/seam.py")
 
 
 def _backends():
