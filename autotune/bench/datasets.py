@@ -76,7 +76,12 @@ def check(workload: Workload) -> None:
     if workload.dataset == "mix":
         mix_counts(workload.classes, workload.num_prompts)
         for request_class in workload.classes:
-            check(class_workload(workload, request_class, 1, workload.seed))
+            try:
+                check(class_workload(workload, request_class, 1, workload.seed))
+            except UsageError as exc:
+                raise UsageError(
+                    f"class {request_class.name}: {str(exc).replace('workload.path', 'its path')}"
+                ) from None
         return
     if workload.dataset == "random":
         return

@@ -129,7 +129,8 @@ def check_dataset(space: SearchSpace, source: str | Path) -> None:
         check(space.workload)
     except UsageError as exc:
         problem, _, fix = str(exc).partition("; fix: ")
-        raise SpaceError(str(source), "workload.path", problem, fix or "check the file") from None
+        key = "workload.classes" if space.workload.dataset == "mix" else "workload.path"
+        raise SpaceError(str(source), key, problem, fix or "check the file") from None
 
 
 # ---- pydantic errors -> one line ---------------------------------------------------------------------------------

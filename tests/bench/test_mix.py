@@ -22,14 +22,19 @@ from autotune.bench.results import BenchmarkResult
 from autotune.bench.runner import run_benchmark
 from autotune.cli import app
 from autotune.cli.bench import parse_class
+from autotune.config import ServerConfig
 from autotune.errors import UsageError
 from autotune.evidence.reproduce import class_flag
 from autotune.serving.process import group_alive
+from autotune.sim.analytic import analytic_profile
 from autotune.sim.backends import to_model_time
+from autotune.sim.direct import direct_benchmark
+from autotune.sim.words import word_tokenizer
 from autotune.space.files import load_space
 from autotune.space.mix import RequestClass, class_counts, mix_counts, slo_keys
 from autotune.space.schema import Workload
 from autotune.testing import scripted
+from autotune.testing.sim import H200X8, V32
 
 CHAT = {"name": "chat", "share": 0.7, "input_len": 40, "output_len": 20}
 RAG = {"name": "rag", "share": 0.3, "input_len": 300, "output_len": 30}
@@ -242,3 +247,33 @@ def test_the_simulator_rescales_each_class() -> None:
     scaled = to_model_time(result, 0.1)
     assert (scaled["output_throughput"], scaled["classes"][0]["output_throughput"]) == pytest.approx((10.0, 10.0))
     assert scaled["classes"][0]["p99_ttft_ms"] == pytest.approx(50.0) and scaled["classes"][0]["num_prompts"] == 3
+
+
+def test_the_simulated_engine_splits_a_mix_too() -> None:
+    workload = mix(CHAT | {"input_len": 1000, "output_len": 200}, RAG | {"input_len": 8000, "output_len": 300},
+                   num_prompts=40, max_concurrency=8)  # fmt: skip
+    requests = build_requests(workload, word_tokenizer())
+    config = ServerConfig(engine="vllm", model=V32, tp=8)
+    result = BenchmarkResult.from_vllm_json(direct_benchmark(analytic_profile(config, H200X8), workload, requests, "s"))
+    chat, rag = result.classes
+    assert (chat.num_prompts, chat.total_input_tokens, rag.num_prompts, rag.total_input_tokens) == (
+        28,
+        28_000,
+        12,
+        96_000,
+    )
+    assert rag.mean_ttft_ms > chat.mean_ttft_ms  # 8000-token prompts take longer to prefill, in the model too
+
+
+def test_space_validate_refuses_a_mix_that_cannot_be_sent(tmp_path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text("engines: {vllm: {fixed: {model: m}}}\nworkload:\n  dataset: mix\n  num_prompts: 3\n  classes:\n"
+                    "    - {name: chat, share: 0.9}\n    - {name: rag, share: 0.1}\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["space", "validate", str(path)])
+    assert result.exit_code == 2
+    assert "workload.classes: class rag of the mix gets none of the 3 requests" in result.stderr
+    assert "fix: num_prompts 10 or more" in result.stderr
+    path.write_text(path.read_text().replace("share: 0.1}", f"share: 0.1, dataset: jsonl, path: {tmp_path}/no.jsonl}}"))
+    path.write_text(path.read_text().replace("num_prompts: 3", "num_prompts: 30"))
+    result = CliRunner().invoke(app, ["space", "validate", str(path)])
+    assert result.exit_code == 2 and "workload.classes: class rag: cannot read dataset" in result.stderr
