@@ -87,7 +87,9 @@ def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None
 
 
 def _digest(space: SearchSpace) -> str:
-    return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:16]
+    # a space without a mix digests as it did before mixes: a study made then goes on
+    unmixed = {"workload": {"classes"}} if space.workload.classes is None else None
+    return hashlib.sha256(space.model_dump_json(exclude=unmixed).encode()).hexdigest()[:16]
 
 
 def baseline_params(space: SearchSpace, engine: str) -> dict:
