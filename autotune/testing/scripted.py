@@ -294,9 +294,9 @@ def main() -> None:
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
     server = ScriptedServer(args.port, args.ttft_ms, args.itl_ms, args.burst)
-    if args.request_log:
-        server.request_log = open(args.request_log, "a", buffering=1)  # open for the server's lifetime
-    asyncio.run(server.serve())
+    with open(args.request_log, "a", buffering=1) if args.request_log else contextlib.nullcontext() as log:
+        server.request_log = log
+        asyncio.run(server.serve())
 
 
 if __name__ == "__main__":
