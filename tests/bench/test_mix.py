@@ -75,6 +75,15 @@ def test_a_mix_is_sent_in_exact_shares_and_reported_per_class(tmp_path, tokenize
     assert BenchmarkResult.from_vllm_json(json.loads(json.dumps(data))).to_vllm_json() == data
 
 
+def test_a_sharded_mix_is_split_the_same(tmp_path, tokenizer_file) -> None:
+    with served(tmp_path, ttft_ms=2, itl_ms=1) as server:
+        result = run_benchmark(ClientOptions(server.base_url, "s"), mix(num_prompts=20), load_tokenizer(tokenizer_file),
+                               shards=2)  # fmt: skip
+        assert sent(tmp_path) == {20: 14, 30: 6}
+    assert [(c.name, c.num_prompts, c.completed, c.total_output_tokens) for c in result.classes] == [
+        ("chat", 14, 14, 280), ("rag", 6, 6, 180)]  # fmt: skip
+
+
 def test_classes_are_interleaved_by_the_seed(tokenizer_file) -> None:
     tokenizer = load_tokenizer(tokenizer_file)
     order = [r.request_class for r in build_requests(mix(num_prompts=40), tokenizer)]
