@@ -121,9 +121,9 @@ def check_dataset(space: SearchSpace, source: str | Path) -> None:
     export does not need the file (nor does another machine that reads the study).
 
     Raises:
-        SpaceError: at ``workload.path`` (a mix's: ``workload.classes``), naming the file (and the line) and the fix.
-    """
+        SpaceError: at ``workload.path`` (a mix: ``workload.classes``), naming the file (and the line) and the fix."""
     from autotune.bench.datasets import check
+
     try:
         check(space.workload)
     except UsageError as exc:
