@@ -75,7 +75,9 @@ def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int =
     if workload.dataset == "random":
         argv += ["--input-len", str(workload.input_len), "--range-ratio", str(workload.range_ratio),
                  "--prefix-len", str(workload.prefix_len)]  # fmt: skip
-    argv += ["--output-len", str(workload.output_len), "--num-prompts", str(workload.num_prompts)]
+    if workload.dataset != "mix":  # a mix's lengths are its classes'
+        argv += ["--output-len", str(workload.output_len)]
+    argv += ["--num-prompts", str(workload.num_prompts)]
     if workload.request_rate != math.inf:
         argv += ["--request-rate", str(workload.request_rate)]
     argv += ["--burstiness", str(workload.burstiness)]
