@@ -84,7 +84,7 @@ class _Timer:
 
     def __init__(self, sink) -> None:
         self.sink, self.parts, self.since = sink, dict.fromkeys((*PARTS[3:-1], "objective", "calls"), 0), None
-        self.cpu_since, self.depth = time.process_time(), 0
+        self.cpu_since, self.depth, self.methods = time.process_time(), 0, {}
 
     def storage(self, function):
         """A storage method: its time counts once (not again for the methods it calls), on the main thread only
@@ -95,6 +95,7 @@ class _Timer:
                 return function(*args, **kwargs)
             self.depth += 1
             self.parts["calls"] += 1
+            self.methods[function.__name__] = self.methods.get(function.__name__, 0) + 1
             try:
                 return self.wrap("storage", function)(*args, **kwargs)
             finally:
@@ -133,10 +134,12 @@ class _Timer:
                 return run_trial(study, storage, trial, *args, **kwargs)
             finally:
                 now, cpu = time.perf_counter(), time.process_time()
-                record = {"trial": trial.number, "cycle": now - self.since, "cpu": cpu - self.cpu_since, **self.parts}
+                record = {"trial": trial.number, "cycle": now - self.since, "cpu": cpu - self.cpu_since, **self.parts,
+                          "methods": self.methods}
                 self.sink.write(json.dumps(record) + "\n")
                 self.sink.flush()
                 self.parts, self.since, self.cpu_since = dict.fromkeys(self.parts, 0.0), now, cpu
+                self.methods = {}
 
         return timed
 
@@ -358,7 +361,9 @@ def per_trial(records: list[dict]) -> dict:
     if not rows:
         return dict.fromkeys((*PARTS, "calls"), math.nan)
     means = {part: 1000 * statistics.fmean(r[part] for r in rows) for part in PARTS}
-    return means | {"calls": statistics.fmean(r["calls"] for r in rows)}
+    methods = sorted({name for r in rows for name in r.get("methods", {})})
+    by_method = {name: sum(r.get("methods", {}).get(name, 0) for r in rows) / len(rows) for name in methods}
+    return means | {"calls": statistics.fmean(r["calls"] for r in rows), "methods": by_method}
 
 
 HEADER = (f"{'run':<22} {'workers':>7} {'trials/s':>8} {'vs 1':>6} {'cycle':>6} {'objective':>9} {'overhead':>8} "
