@@ -36,7 +36,12 @@ samples at the first suggest, in the objective. Storage = the main thread's time
 included (it reads the study's trials to find duplicates, the incumbent and learned rules). The scaling runs (fresh
 studies of ``--scaling-trials``, no kills) give throughput (finished trials / seconds from the first trial's start to
 the last one's end) and the overhead at each worker count; the first (1 worker) is the anchor. On a machine with
-fewer cores than workers, CPU sharing is part of what is measured.
+fewer cores than workers, CPU sharing is part of what is measured (the core count is printed).
+
+Storage calls per trial: each RDBStorage method the main thread calls (not again for the methods it calls itself),
+and each of autotune's batched writes (``autotune.records.batch.one_call``: several attributes in one transaction) as
+one; SQL: the statements the main thread sends (SQLAlchemy's ``before_cursor_execute``), the budget lock's included.
+A trial made 70 calls before the batched writes (2026-12-01/03) and about 52 after (results/workers_stress-2026-12-03.txt).
 """
 
 from __future__ import annotations
@@ -433,7 +438,7 @@ def _cores() -> str:
 
 def calls_line(rows: list) -> str:
     """Storage calls per trial by worker count, and the methods that make most of them (the first run's)."""
-    listed = ", ".join(f"{run.workers} w: {ms['calls']:.1f}" for run, _, ms in rows)
+    listed = ", ".join(f"{'stress ' if run.kills else ''}{run.workers} w: {ms['calls']:.1f}" for run, _, ms in rows)
     top = sorted(rows[0][2]["methods"].items(), key=lambda item: -item[1])[:6]
     return f"storage calls per trial: {listed}; most: " + ", ".join(f"{name} {n:.1f}" for name, n in top)
 
