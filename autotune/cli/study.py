@@ -271,7 +271,8 @@ def show(
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():
         reason = shorten(rule["reason"], 100)
-        console.print(f"learned rule '{rule_id}' (trial {rule['trial']}, {rule['kind']}): {reason}")
+        origin = f"trial {rule['trial']}" if rule["inherited_from"] is None else f"from {rule['inherited_from']}"
+        console.print(f"learned rule '{rule_id}' ({origin}, {rule['kind']}): {reason}")
     print_warm(console, study)
 
 

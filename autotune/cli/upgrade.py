@@ -16,7 +16,7 @@ from autotune import records
 from autotune.cli.options import JsonOpt, StorageOpt, load_study, storage_url
 from autotune.cli.warm import print_warm
 from autotune.errors import UsageError
-from autotune.evidence.regression import RegressionRow, regression_rows, rows_text
+from autotune.evidence.regression import SINGLE_RUN_NOISE, RegressionRow, regression_rows, rows_text
 from autotune.records import StudyRecord
 from autotune.search import upgrade
 from autotune.search.names import study_name
@@ -112,10 +112,12 @@ def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
 def regression_table(rows: list[RegressionRow], old: str, new: str, versions: dict[str, str]) -> Table:
     """The regression table for the terminal."""
     table = Table(title=f"regression: {old} (old) vs {new} ({', '.join(f'{n} {v}' for n, v in versions.items())})",
-                  caption="change: new vs old in the objective's direction, + = better; ± Welch 95% where "
-                  "both versions have repeats")  # fmt: skip
+                  caption=f"change: new vs old in the objective's direction, + = better; ± Welch 95% where "
+                  f"both versions have repeats, else beyond ±{SINGLE_RUN_NOISE:.0%} is called")  # fmt: skip
     for column in ("configuration", "role", "workload", "old", "new", "change", "verdict"):
-        table.add_column(column, justify="right" if column in ("old", "new", "change") else "left")
+        # the configuration whole (it is what the table names), the rest wrapped to fit
+        table.add_column(column, justify="right" if column in ("old", "new", "change") else "left",
+                         no_wrap=column == "configuration", min_width=len(column))  # fmt: skip
     for row in rows:
         table.add_row(*rows_text(row))
     return table

@@ -99,7 +99,7 @@ def _row(label: str, role: str, workload: str, before: list[float], after: list[
     noise = interval if interval is not None else SINGLE_RUN_NOISE
     verdict = "slower" if change < -noise else "faster" if change > noise else "within noise"
     if verdict != "within noise" and interval is None:
-        verdict += " (single runs)"
+        verdict += " (1 run each)"
     return RegressionRow(**fields, change=round(change, 4), interval=interval, verdict=verdict)
 
 
@@ -113,6 +113,6 @@ def rows_text(row: RegressionRow) -> list[str]:
         return f"{mean:.1f}" + (f" (n={len(measured)})" if len(measured) > 1 else "")
 
     change = "-" if row.change is None else f"{row.change:+.1%}"
-    if row.change is not None:
-        change += f" ± {row.interval:.1%}" if row.interval is not None else " (n=1)"
+    if row.interval is not None:
+        change += f" ± {row.interval:.1%}"
     return [row.configuration, row.role, row.workload, values(row.old), values(row.new), change, row.verdict]

@@ -56,8 +56,9 @@ def broken_learned_rule(study: optuna.Study, params: dict[str, Any], trial: optu
     """The learned rule ``params`` (Optuna's, of a trial) break, or None.
 
     A rule inherited from a study of another engine version is re-checked once (``autotune.search.warm_rules``): the
-    first ``trial`` that would break it is let through to launch (and marked ``rechecks``); a caller without a trial
-    (the refinement's look-ahead) takes such a rule as holding."""
+    first ``trial`` that would break it is let through to launch (and marked ``rechecks``); for a caller without a
+    trial (the refinement's look-ahead, the budget's "is anything left"), a rule still to re-check does not hold
+    (a trial may yet launch what it refuses); one being re-checked does."""
     record = records.StudyRecord.of(study)
     for name, rule in record.learned_rules.items():
         if rule.param not in params or params[rule.param] != rule.value:
@@ -68,8 +69,9 @@ def broken_learned_rule(study: optuna.Study, params: dict[str, Any], trial: optu
         state = warm_rules.rule_state(record, name, rule, trials)
         if state.dropped:
             continue
-        if state.claimable and trial is not None:
-            warm_rules.claim(study, trial, name)
+        if state.claimable:
+            if trial is not None:
+                warm_rules.claim(study, trial, name)
             continue
         return rule.model_dump() | {"name": name}
     return None

@@ -65,9 +65,9 @@ def rule_state(record: StudyRecord, name: str, rule: LearnedRule, trials: Mappin
         return RuleState("to re-check on this version" + origin, claimable=True)
     if checker.state in (TrialState.RUNNING, TrialState.WAITING):
         return RuleState(f"being re-checked by trial {number}" + origin)
-    if checker.state != TrialState.COMPLETE or not records.launched(checker):
+    if checker.state == TrialState.FAIL or not records.launched(checker):  # a bug of ours, or never launched
         return RuleState(f"to re-check (trial {number} did not launch)" + origin, claimable=True)
-    if records.failure_kind(checker) is None:
+    if records.failure_kind(checker) is None:  # it served (a pruned launch served too: it was only slow)
         return RuleState(f"dropped: trial {number} served on this version" + origin, dropped=True)
     return RuleState(f"holds: trial {number} failed again ({records.failure_kind(checker)})" + origin)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -252,7 +253,7 @@ def serve_like_vllm(argv: list[str]) -> None:
 def _slower(argv: list[str], spec: str) -> float:
     """The ITL factor ``SCRIPTED_SLOWER`` sets for this command line (1 where no entry matches)."""
     factor = 1.0
-    pairs = set(zip(argv, argv[1:], strict=False))
+    pairs = set(itertools.pairwise(argv))
     for entry in filter(None, (e.strip() for e in spec.split(","))):
         flag_value, _, times = entry.rpartition(":")
         flag, _, value = flag_value.partition("=")
