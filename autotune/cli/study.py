@@ -299,15 +299,6 @@ def _register_validate() -> None:
 _register_validate()
 
 
-def _register_upgrade() -> None:
-    from autotune.cli.upgrade import upgrade_command
-
-    app.command(name="upgrade")(upgrade_command)
-
-
-_register_upgrade()
-
-
 @app.command()
 def report(
     study_name: StudyOpt = None,

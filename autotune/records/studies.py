@@ -31,6 +31,13 @@ class LearnedRule(BaseModel):
     engine: str | None = None
     engine_version: str | None = None
 
+    def stored(self) -> dict[str, Any]:
+        """As its attribute keeps it: a rule this study learned, in the layout of the studies before warm start."""
+        return self.model_dump(exclude={k for k in _ORIGIN if getattr(self, k) is None})
+
+
+_ORIGIN = ("inherited_from", "engine", "engine_version")
+
 
 class StudyIdentity(BaseModel):
     """What a study measured on: model family, hardware and each engine's version (``--warm-start auto`` queries it)."""
@@ -131,7 +138,7 @@ def write_study(study: optuna.Study, **fields: Any) -> None:
     for name in fields:
         if name == "learned_rules":
             for rule_name, rule in record.learned_rules.items():
-                study.set_user_attr(RULE_PREFIX + rule_name.removeprefix("learned:"), rule.model_dump())
+                study.set_user_attr(RULE_PREFIX + rule_name.removeprefix("learned:"), rule.stored())
             continue
         if name == "rechecks":
             for rule_name, trial in record.rechecks.items():
