@@ -63,7 +63,7 @@ def test_the_model_reads_the_earlier_landscape_as_knob_effects() -> None:
     assert ranked[0] == {"max_num_seqs": 32, "dtype": "bfloat16"}
     assert ranked[-1] == {"max_num_seqs": 2, "dtype": "float32"}
     effects = dict(model.effects())
-    assert effects["dtype=\"bfloat16\""] > 1 > effects["dtype=\"float32\""]
+    assert effects['dtype="bfloat16"'] > 1 > effects['dtype="float32"']
 
 
 @pytest.mark.parametrize("measured_here", [[0, 5, 2], [5, 0, 3, 1]])
@@ -116,8 +116,11 @@ def test_auto_takes_only_finished_studies_of_the_same_model_family_hardware_and_
         _study(tmp_path, "same", mine),
         _study(tmp_path, "older-version", mine.model_copy(update={"engines": {"vllm": "0.31.0"}})),
         _study(tmp_path, "other-model", mine.model_copy(update={"model_family": "llama-3.1-8b"})),
-        _study(tmp_path, "other-hardware", mine.model_copy(update={"hardware": {"gpus": 8, "gpu": "H200",
-                                                                                 "gpu_memory_gb": 141}})),
+        _study(
+            tmp_path,
+            "other-hardware",
+            mine.model_copy(update={"hardware": {"gpus": 8, "gpu": "H200", "gpu_memory_gb": 141}}),
+        ),
         _study(tmp_path, "other-engine", mine.model_copy(update={"engines": {"sglang": "0.5.0"}})),
         _study(tmp_path, "unfinished", mine, measured_trial=False),
         _study(tmp_path, "warm", mine),  # the study being made is never its own source

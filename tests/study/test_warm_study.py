@@ -149,3 +149,24 @@ def test_upgrade_refuses_bad_input_with_the_fix(earlier, tmp_path) -> None:
     assert none.returncode == 2 and "no finished, measured trial" in none.stderr
     itself = autotune("study", "run", str(space_file(tmp_path)), "--study", "a", "--warm-start", "a", studies=studies)
     assert itself.returncode == 2 and "cannot start from itself" in itself.stderr
+
+
+MOVED = {"SCRIPTED_SLOWER": "--max-num-seqs=8:8,--max-num-seqs=32:64"}  # now 2 sequences > 8 > 32: reversed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moved", [True, False], ids=["optimum-moved", "same-landscape"])
+def test_the_warm_priors_weight_falls_where_the_optimum_moved_and_stays_where_it_did_not(earlier, moved) -> None:
+    space, studies, _ = earlier
+    name = "moved" if moved else "unmoved"
+    run(space, studies, "--study", name, "--warm-start", "a", env=MOVED if moved else None)
+    shown = show(name, studies)
+    weights = [w["weight"] for w in shown["warm"]["warm_weights"]]
+    assert weights[0] == 1.0  # before anything is measured here
+    if moved:
+        # the earlier best and runner-up, measured right after the baseline, both come out in the reverse order:
+        # the weight falls under TRUST and the warm prior stops leading
+        assert weights[-1] < 0.5 and weights == sorted(weights, reverse=True)
+        assert shown["warm"]["warm_weights"][-1]["concordant"] == 0
+    else:
+        assert min(weights) == 1.0
