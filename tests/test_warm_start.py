@@ -155,3 +155,22 @@ def test_a_rule_of_another_version_is_to_re_check_and_one_of_this_version_applie
     assert state.claimable and not state.dropped
     own = LearnedRule(param="p", value=1, kind="crash", reason="", trial=0)
     assert not warm_rules.needs_recheck(record, own)
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_an_earlier_out_of_memory_rules_out_more_memory_on_its_version_only(version) -> None:
+    from autotune.config import ServerConfig
+    from autotune.records import InheritedOom
+    from autotune.search.learning import oom_cap
+
+    study = optuna.create_study()
+    ran_out = {"engine": "vllm", "model": "m", "max_num_seqs": 32, "engine_version": "0.32.0"}
+    records.write_study(study, identity=StudyIdentity(engines={"vllm": version}),
+                        inherited_oom=[InheritedOom(config=ran_out, level=0, source="a:3", engine_version="0.32.0")])  # fmt: skip
+    more = ServerConfig(engine="vllm", model="m", max_num_seqs=64, engine_version=version)
+    less = ServerConfig(engine="vllm", model="m", max_num_seqs=8, engine_version=version)
+    if version == "0.32.0":
+        assert oom_cap(study, more, 0) == (0, "a:3")  # needs at least that memory: not launched
+    else:
+        assert oom_cap(study, more, 0) == (None, None)  # another version: launched, and learns it again if so
+    assert oom_cap(study, less, 0) == (None, None)
