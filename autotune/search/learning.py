@@ -60,21 +60,29 @@ def broken_learned_rule(study: optuna.Study, params: dict[str, Any], trial: optu
     trial (the refinement's look-ahead, the budget's "is anything left"), a rule still to re-check does not hold
     (a trial may yet launch what it refuses); one being re-checked does."""
     record = records.StudyRecord.of(study)
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)} if record.rechecks else {}
+    broken, to_claim = rule_broken(record, trials, params)
+    if to_claim is not None and trial is not None:
+        warm_rules.claim(study, trial, to_claim)
+    return broken
+
+
+def rule_broken(record: records.StudyRecord, trials: dict[int, optuna.trial.FrozenTrial],
+                params: dict[str, Any]) -> tuple[dict | None, str | None]:  # fmt: skip
+    """(the rule ``params`` break, as ``broken_learned_rule`` returns it, or None; the inherited rule of another
+    version they would re-check, or None), from a study's record and trials already read."""
+    to_claim = None
     for name, rule in record.learned_rules.items():
         if rule.param not in params or params[rule.param] != rule.value:
             continue
         if not warm_rules.needs_recheck(record, rule):
-            return rule.model_dump() | {"name": name}
-        trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+            return rule.model_dump() | {"name": name}, None
         state = warm_rules.rule_state(record, name, rule, trials)
-        if state.dropped:
-            continue
         if state.claimable:
-            if trial is not None:
-                warm_rules.claim(study, trial, name)
-            continue
-        return rule.model_dump() | {"name": name}
-    return None
+            to_claim = to_claim or name
+        elif not state.dropped:
+            return rule.model_dump() | {"name": name}, None
+    return None, to_claim
 
 
 def _error_words(log_text: str) -> set[str]:

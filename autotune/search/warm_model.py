@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
 from autotune.records import StudyRecord, WarmMeasurement, WarmWeight
-from autotune.search.learning import broken_learned_rule
+from autotune.search.learning import rule_broken
 from autotune.search.objective import config_key
 from autotune.search.prior import launch_configurations, prior_model, rank
 from autotune.search.ranking import feasible, maximizes
@@ -144,8 +144,9 @@ def next_configuration(study: optuna.Study, space: SearchSpace,
         return None
     tried = {records.config_key(t) for t in trials}
     queued = queued_params(study)
+    record, by_number = StudyRecord.of(study), {t.number: t for t in trials}  # read once: the loop asks no storage
     for params, predicted in ranked:
-        if predicted < WORTH or params in queued or broken_learned_rule(study, params) is not None:
+        if predicted < WORTH or params in queued or rule_broken(record, by_number, params)[0] is not None:
             continue
         if config_key(space.point_from_params(params)) in tried:
             continue
