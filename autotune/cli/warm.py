@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 from rich.console import Console
 
@@ -39,6 +41,9 @@ def warm_sources(spec: str | None, storage: str | None, space: SearchSpace, name
         if source == name:
             raise UsageError(f"--warm-start {source}: a study cannot start from itself; fix: a new --study name")
         found = WarmSource(storage=storage or storage_url(source, None), study=source)
+        sqlite = found.storage.removeprefix("sqlite:///")
+        if found.storage.startswith("sqlite:///") and not Path(sqlite).exists():  # opening it would make it
+            raise UsageError(f"--warm-start: no study {source!r} ({sqlite} is not there); fix: `autotune study list`")
         open_source(found)  # refused here, before anything is made, if it is not there
         sources.append(found)
     return tuple(sources)

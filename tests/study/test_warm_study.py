@@ -149,6 +149,10 @@ def test_upgrade_refuses_bad_input_with_the_fix(earlier, tmp_path) -> None:
     assert none.returncode == 2 and "no finished, measured trial" in none.stderr
     itself = autotune("study", "run", str(space_file(tmp_path)), "--study", "a", "--warm-start", "a", studies=studies)
     assert itself.returncode == 2 and "cannot start from itself" in itself.stderr
+    missing = autotune("study", "run", str(space_file(tmp_path)), "--study", "z", "--warm-start", "nope",
+                       studies=studies)  # fmt: skip
+    assert missing.returncode == 2 and "no study 'nope'" in missing.stderr
+    assert not (studies / "nope.db").exists() and not (studies / "z.db").exists()  # nothing made
 
 
 MOVED = {"SCRIPTED_SLOWER": "--max-num-seqs=8:8,--max-num-seqs=32:64"}  # now 2 sequences > 8 > 32: reversed
