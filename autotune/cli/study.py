@@ -15,6 +15,7 @@ from rich.table import Table
 
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
+from autotune.cli.warm import WARM_HELP, WARM_STORAGE_HELP, print_warm, warm_sources
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
@@ -86,6 +87,8 @@ def run(
             "seeing its own (CUDA_VISIBLE_DEVICES); default: the space's hardware.gpus given to one trial at a time",
         ),
     ] = None,
+    warm_start: Annotated[str | None, typer.Option(metavar="STUDY[,STUDY...]|auto", help=WARM_HELP)] = None,
+    warm_start_storage: Annotated[str | None, typer.Option(metavar="URL", help=WARM_STORAGE_HELP)] = None,
 ) -> None:
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -102,12 +105,14 @@ def run(
             raise UsageError("--executable needs a one-engine space; fix: set engines.<name>.executable in the space")
         executables[next(iter(space.engines))] = shlex.split(executable)
     settings = Settings()
+    console = Console(stderr=True)
+    sources = warm_sources(warm_start, warm_start_storage, space, name, console)
     options = RunOptions(name=name, storage=storage_url(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s, gpus=parse_gpus(gpus) if gpus else None,
-                         budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
+                         budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60,
+                         warm_start=sources)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
-    console = Console(stderr=True)
     with StudyProgress(console, options.budget_node_minutes) as progress:
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
@@ -115,6 +120,7 @@ def run(
                               lambda study: progress.node_progress(study_counts(study)), progress.status)  # fmt: skip
         else:
             prepared = prepare_study(space, space_file, options, progress.status)
+            print_warm(console, prepared.study)
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
                 study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
@@ -254,8 +260,9 @@ def show(
     on_failures = round(sum(r["node_minutes"] or 0 for r in rows if r["failure_kind"]), 2)
     rules = learned_rules(study)
     if as_json:
+        warm = StudyRecord.of(study).model_dump(include={"warm_sources", "warm_weights", "upgrade_of", "identity"})
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
-                          "node_minutes_on_failures": on_failures, "learned_rules": rules,
+                          "node_minutes_on_failures": on_failures, "learned_rules": rules, "warm": warm,
                           "budget": budget.summary(study).model_dump()}, indent=1, default=str))  # fmt: skip
         return
     print_trials(console, name, rows)
@@ -264,7 +271,9 @@ def show(
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():
         reason = shorten(rule["reason"], 100)
-        console.print(f"learned rule '{rule_id}' (trial {rule['trial']}, {rule['kind']}): {reason}")
+        origin = f"trial {rule['trial']}" if rule["inherited_from"] is None else f"from {rule['inherited_from']}"
+        console.print(f"learned rule '{rule_id}' ({origin}, {rule['kind']}): {reason}")
+    print_warm(console, study)
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
@@ -277,7 +286,8 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "node_minutes": r.node_minutes, "failure_kind": failure_kind, "rejected_by": r.rejected_by,
             "taught_rule": r.taught_rule, "duplicate_of": r.duplicate_of, "launch_s": r.launch_s,
             "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
-            "gpu_memory_mib": r.gpu_memory_mib}  # fmt: skip
+            "gpu_memory_mib": r.gpu_memory_mib, "warm_of": r.warm_of, "warm_predicted": r.warm_predicted,
+            "rechecks": r.rechecks}  # fmt: skip
 
 
 def _register_validate() -> None:

@@ -17,8 +17,12 @@ from autotune.records.studies import (
     FIRST_QUEUED_ATTR,
     RAISED_ATTR,
     RULE_PREFIX,
+    InheritedOom,
     LearnedRule,
+    StudyIdentity,
     StudyRecord,
+    WarmMeasurement,
+    WarmWeight,
     write_study,
 )
 from autotune.records.trials import (
@@ -47,7 +51,8 @@ from autotune.records.trials import (
 )
 
 __all__ = ["BUDGET_ATTR", "DUPLICATED", "FIRST_QUEUED_ATTR", "FIXED_MARKS", "RAISED_ATTR", "RECORDED", "RULE_PREFIX",
-           "LearnedRule", "LoadRecord", "Outcome", "StudyRecord", "TrialRecord", "chosen_load", "config_key",
+           "InheritedOom", "LearnedRule", "LoadRecord", "Outcome", "StudyIdentity", "StudyRecord", "TrialRecord",
+           "WarmMeasurement", "WarmWeight", "chosen_load", "config_key",
            "duplicated", "failure_kind", "fixed_marks", "is_baseline", "is_duplicate", "is_simulated", "launched",
            "node_minutes", "oom_from_level", "public_config", "stored", "stored_outcome", "trial_seconds", "write",
            "write_stored", "write_study"]  # fmt: skip

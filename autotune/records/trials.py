@@ -90,6 +90,8 @@ class TrialRecord(BaseModel):
     prior: int | None = None  # its rank among the prior's picks, queued after the baselines
     prior_predicted: float | None = None
     neighbour_of: int | None = None  # queued as an untried neighbour of this trial (``autotune.search.refine``)
+    warm_of: str | None = None  # queued to re-measure an earlier study's trial ("study:trial"; warm start)
+    warm_predicted: float | None = None  # queued by the warm prior: its predicted value relative to the best
     simulated: dict[str, Any] | None = None  # the simulator's settings, for a trial it measured
     # what became of it
     outcome: Outcome | str | None = _word()
@@ -100,6 +102,7 @@ class TrialRecord(BaseModel):
     pruned_at: str | None = None  # "finished/total requests" of its first benchmark
     error: str | None = None  # the tuner's error, for an ``error`` outcome
     taught_rule: str | None = None  # the learned rule its failure taught the study
+    rechecks: str | None = None  # the inherited rule (of another engine version) this launch re-checks
     oom_from_level: int | None = None  # the lightest load index at which it ran out of memory
     # its launch
     launched: bool = False
@@ -170,7 +173,7 @@ class TrialRecord(BaseModel):
 _FIELDS = frozenset(TrialRecord.model_fields) - {"metrics", "extra"}
 # What marks a fixed configuration: the only attributes a configuration queued again keeps (a dead worker's retry,
 # a launch whose engine was not installed), not the dead attempt's results, log or failure.
-FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of")
+FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of", "warm_of", "warm_predicted")
 # What a duplicate takes of the trial it repeats (its chosen load's throughputs with it).
 DUPLICATED = ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
               "total_token_throughput")  # fmt: skip

@@ -130,7 +130,7 @@ class Objective:
     def _ruled_out(self, trial: optuna.Trial, config: ServerConfig) -> tuple[str | None, int | None]:
         """(why an earlier failure already rules this configuration out, or None; the load index it runs out of
         memory from, by out-of-memory dominance, or None)."""
-        rule = learning.broken_learned_rule(trial.study, trial.params)
+        rule = learning.broken_learned_rule(trial.study, trial.params, trial)
         if rule is not None:
             records.write(trial, rejected_by=rule["name"])
             return f"rejected by learned rule '{rule['name']}' (trial {rule['trial']}: {rule['reason']})", None

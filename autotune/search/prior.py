@@ -73,6 +73,12 @@ def _rank(space: SearchSpace, model: str) -> list[Ranked]:
     return ranked
 
 
+def launch_configurations(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
+    """The launch configurations the prior ranks for ``engine`` (those passing the static rules; a random sample
+    of ``RANKED_LIMIT`` on a larger space), as Optuna params: what the warm prior ranks too."""
+    return _launch_params(space, engine)
+
+
 def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
     params = space.launch_params(engine)
     names, values = list(params), [p.values() for p in params.values()]

@@ -26,8 +26,11 @@ HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the fi
 HTTP 500 and the log says CUDA out of memory; the server stays up and serves lighter loads),
 ``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header), ``SCRIPTED_RECORD=FILE``
 (appends ``start PID TIME CUDA_VISIBLE_DEVICES`` as it starts and ``stop PID TIME`` at SIGTERM: which GPUs each
-launch was given, and when it held them). ``--request-log FILE`` appends ``PROMPT_TOKENS MAX_TOKENS`` for each
-completion request received (what a client sent, counted on the server's side). Like vLLM, ``--api-key KEY`` or
+launch was given, and when it held them), ``SCRIPTED_SPECULATIVE_SERVES=1`` (a speculative config starts: an engine
+version that fixed it), ``SCRIPTED_SLOWER=FLAG=VALUE:FACTOR[,...]`` (the ITL times FACTOR when the command line has
+``FLAG VALUE``, e.g. ``--max-num-seqs=32:4``: another version, slower on one configuration). ``--request-log FILE``
+appends ``PROMPT_TOKENS MAX_TOKENS`` for each completion request received (what a client sent, counted on the
+server's side). Like vLLM, ``--api-key KEY`` or
 ``VLLM_API_KEY`` makes ``/v1/*`` answer 401 to a request without ``Authorization: Bearer KEY`` (``/health`` stays
 open). The first completion request's fields and header names are logged, so a test can see what a client sent.
 It is a scripted server, not an engine.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -229,10 +233,11 @@ def serve_like_vllm(argv: list[str]) -> None:
 
         signal.signal(signal.SIGTERM, stop)
     time.sleep(float(os.environ.get("SCRIPTED_STARTUP_S", "0.3")))
-    if args.speculative_config:
+    if args.speculative_config and os.environ.get("SCRIPTED_SPECULATIVE_SERVES") != "1":
         print("NotImplementedError: Unsupported speculative method: 'mtp'", file=sys.stderr, flush=True)
         sys.exit(1)
     itl = float(os.environ.get("SCRIPTED_ITL_MS", "10")) * (2 if args.dtype == "float32" else 1)
+    itl *= _slower(argv, os.environ.get("SCRIPTED_SLOWER", ""))
     server = ScriptedServer(args.port, float(os.environ.get("SCRIPTED_TTFT_MS", "20")), itl)
     server.model_name = args.served_model_name or args.model
     server.max_running = args.max_num_seqs
@@ -250,6 +255,18 @@ def serve_like_vllm(argv: list[str]) -> None:
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
     asyncio.run(server.serve())
+
+
+def _slower(argv: list[str], spec: str) -> float:
+    """The ITL factor ``SCRIPTED_SLOWER`` sets for this command line (1 where no entry matches)."""
+    factor = 1.0
+    pairs = set(itertools.pairwise(argv))
+    for entry in filter(None, (e.strip() for e in spec.split(","))):
+        flag_value, _, times = entry.rpartition(":")
+        flag, _, value = flag_value.partition("=")
+        if (flag, value) in pairs:
+            factor *= float(times)
+    return factor
 
 
 def _record(path: str, line: str) -> None:
