@@ -12,6 +12,7 @@ BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines i
 RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time)
 FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
 RULE_PREFIX = "learned_rule:"  # one attribute per learned rule: workers add rules without a race
+REFERENCE_PREFIX = "mix_reference:"  # one attribute per workload's reference: workers add them without a race
 
 
 class LearnedRule(BaseModel):
@@ -34,6 +35,9 @@ class StudyRecord(BaseModel):
     space_name: str | None = None
     objective: dict[str, Any] | None = None  # ``autotune.space.schema.Objective``, as the study was run
     workload: dict[str, Any] | None = None  # ``autotune.space.schema.Workload``
+    workloads: list[dict[str, Any]] | None = None  # a several-workload study's ``Workload``s
+    # the reference throughput of each workload (the first baseline's best feasible, else the first trial's)
+    mix_reference: dict[str, float] = Field(default_factory=dict)
     space_digest: str | None = None
     first_queued: bool = Field(False, alias=FIRST_QUEUED_ATTR)
     budget: int | None = Field(None, alias=BUDGET_ATTR)
@@ -46,6 +50,9 @@ class StudyRecord(BaseModel):
         attrs = study.user_attrs
         rules = {"learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items()
                  if key.startswith(RULE_PREFIX)}  # fmt: skip
+        references = {key.removeprefix(REFERENCE_PREFIX): value for key, value in attrs.items()
+                      if key.startswith(REFERENCE_PREFIX) and isinstance(value, int | float)}  # fmt: skip
+        attrs = attrs | {"mix_reference": references}
         try:
             return cls.model_validate(attrs | {"learned_rules": rules})
         except pydantic.ValidationError as exc:
@@ -72,6 +79,10 @@ def write_study(study: optuna.Study, **fields: Any) -> None:
     """Store ``fields`` of the study's record (StudyRecord's names and types), one at a time in the order given."""
     record = StudyRecord.model_validate(fields)
     for name in fields:
+        if name == "mix_reference":
+            for workload, value in record.mix_reference.items():
+                study.set_user_attr(REFERENCE_PREFIX + workload, value)
+            continue
         if name == "learned_rules":
             for rule_name, rule in record.learned_rules.items():
                 study.set_user_attr(RULE_PREFIX + rule_name.removeprefix("learned:"), rule.model_dump())

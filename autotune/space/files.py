@@ -116,20 +116,20 @@ def parse_space(text: str, source: str = "<string>") -> SearchSpace:
 
 
 def check_dataset(space: SearchSpace, source: str | Path) -> None:
-    """The space's workload file read as its benchmarks will read it (bounded), so that ``space validate`` and a study
+    """Each workload's file read as its benchmarks will read it (bounded), so that ``space validate`` and a study
     refuse one that gives no prompts before any engine is launched: not part of loading, since a study's report or
     export does not need the file (nor does another machine that reads the study).
 
-    Raises:
-        SpaceError: at ``workload.path``, naming the file (and the line) and the fix.
-    """
-    from autotune.bench.datasets import check
+    Raises: SpaceError at ``workload.path`` (``workloads[i].path``), naming the file (and the line) and the fix."""
+    from autotune.bench.datasets import check  # the load generator only where a file is read
 
-    try:
-        check(space.workload)
-    except UsageError as exc:
-        problem, _, fix = str(exc).partition("; fix: ")
-        raise SpaceError(str(source), "workload.path", problem, fix or "check the file") from None
+    for index, workload in enumerate(space.mix_workloads()):
+        try:
+            check(workload)
+        except UsageError as exc:
+            problem, _, fix = str(exc).partition("; fix: ")
+            raise SpaceError(str(source), f"workloads[{index}].path" if space.workloads else "workload.path", problem,
+                             fix or "check the file") from None  # fmt: skip
 
 
 # ---- pydantic errors -> one line ---------------------------------------------------------------------------------
