@@ -80,11 +80,25 @@ def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None
     # the space's absolute path: `study validate` from any directory; the digest last: the description is whole
     records.write_study(study, space_path=str(Path(space_path).resolve()), space_name=space.name,
                         objective=space.objective.model_dump(mode="json"),
-                        workload=space.workload.model_dump(mode="json"), space_digest=_digest(space))  # fmt: skip
+                        workload=space.mix_workloads()[0].model_dump(mode="json"))  # fmt: skip
+    if space.is_mix:  # each workload's reference is its first baseline's measurement (autotune.search.mix_sweep)
+        records.write_study(study, workloads=[w.model_dump(mode="json") for w in space.mix_workloads()])
+    records.write_study(study, space_digest=_digest(space))
+
+
+# fields added since studies were first stored, and their defaults: left out of the digest at those, so a study made
+# before them resumes (its space reads the same)
+_LATER_FIELDS = {None: {"workloads": None}, "objective": {"mix": "geomean"},
+                 "workload": {"name": None, "weight": 1.0, "slo": None, "loads": None}}  # fmt: skip
 
 
 def _digest(space: SearchSpace) -> str:
-    return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:16]
+    exclude: dict = {}
+    for section, defaults in _LATER_FIELDS.items():
+        model = space if section is None else getattr(space, section)
+        at_default = {name: True for name, default in defaults.items() if getattr(model, name) == default}
+        exclude |= at_default if section is None else {section: at_default}
+    return hashlib.sha256(space.model_dump_json(exclude=exclude).encode()).hexdigest()[:16]
 
 
 def baseline_params(space: SearchSpace, engine: str) -> dict:
