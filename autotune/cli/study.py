@@ -15,9 +15,11 @@ from rich.table import Table
 
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
+from autotune.cli.workloads_view import mix_table, print_mix_best, workloads_text
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
+from autotune.evidence.mix_table import is_mix_study, workload_rows
 from autotune.evidence.reproduce import (
     DEFAULT_PORT,
     OPENAI_KEY_ENV,
@@ -156,6 +158,8 @@ def _outcome(trial: optuna.trial.FrozenTrial) -> str:
     levels = len(record.benchmarks)
     swept = f" at {load} ({levels} loads measured on one launch)" if levels > 1 else (f" at {load}" if load else "")
     slo = "" if feasible(trial) else " (misses the SLO)"
+    if record.workloads:  # several workloads: the mix, and each workload's relative
+        return f"mix {trial.values[0]:.3f}{slo}{dup}: {workloads_text(trial)}"
     return f"{trial.values[0]:.1f}{swept}{slo}{dup}"
 
 
@@ -174,6 +178,9 @@ def _print_best(study: optuna.Study) -> None:
     print(f"{simulated}best: trial {best.number}, {metric} = {best.values[0]:.2f}")
     notes = file_notes(ServerConfig.model_validate(record.config)) if record.config is not None else []
     print("".join(f"{note}\n" for note in notes) + printed_launch(record.launch))
+    if is_mix_study(study):
+        Console(width=max(Console().width, 160)).print(mix_table(study, best, simulated))
+        return
     Console().print(_baseline_table(study, best, simulated))
 
 
@@ -271,13 +278,17 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
     """The trial as `study show` shows it (and prints with --json): its record's fields, flat."""
     r = TrialRecord.of(t)
     failure_kind = None if r.failure_kind is None else str(r.failure_kind)
-    return {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": r.baseline,
+    row = {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": r.baseline,
             "prior": r.prior, "engine": r.engine, "params": t.params, "values": t.values, "load": r.load,
             "launched": r.launched, "benchmarks": [level.stored() for level in r.benchmarks],
             "node_minutes": r.node_minutes, "failure_kind": failure_kind, "rejected_by": r.rejected_by,
             "taught_rule": r.taught_rule, "duplicate_of": r.duplicate_of, "launch_s": r.launch_s,
             "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
             "gpu_memory_mib": r.gpu_memory_mib}  # fmt: skip
+    if r.workloads:  # several workloads: each one's chosen load, value, relative, feasibility and metrics
+        row |= {"mix": r.mix, "mix_stopped_early": r.mix_stopped_early,
+                "workloads": [w.model_dump() for w in r.workloads]}  # fmt: skip
+    return row
 
 
 def _register_validate() -> None:
@@ -347,8 +358,9 @@ def best(
                           "load": record.load if record.load is not None else {},
                           "simulated": record.simulated is not None,
                           "launch": launch, "docker": docker_run(config, secret_env, port), "bench": bench,
-                          "vllm_bench": vllm_bench, "api_key_env": key_env,
-                          "files_needed": config.files_needed()}, indent=1))  # fmt: skip
+                          "vllm_bench": vllm_bench, "api_key_env": key_env, "files_needed": config.files_needed()}
+                         | ({"mix": record.mix, "workloads": [row.model_dump() for row in workload_rows(study, trial)]}
+                            if is_mix_study(study) else {}), indent=1))  # fmt: skip
         return
     if docker_only:
         print(container_text(config, secret_env, port))
@@ -357,8 +369,14 @@ def best(
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"
     load = _load_text(record.load)
+    if is_mix_study(study):
+        load = ""  # a load per workload: the table below
+        metric = f"the mix ({record.mix}) of each workload's {metric} relative to its baseline"
     print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}" + (f" at {load}" if load else ""))
     print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
+    if is_mix_study(study):  # one command for every workload: the table says what it gains and costs on each
+        print_mix_best(study, trial, "SIMULATED " if record.simulated is not None else "", port)
+        return
     print("# reproduce the measurement (once the server above is ready):")
     if key_env == OPENAI_KEY_ENV:
         print(f"# the server takes --api-key: set {OPENAI_KEY_ENV} to that key first")

@@ -1,0 +1,54 @@
+"""How `study best`, `study run` and `study show` print a several-workload study: the seed study's table, per
+workload (``autotune.evidence.mix_table``), and each trial's per-workload results."""
+
+from __future__ import annotations
+
+import shlex
+
+import optuna
+from rich.console import Console
+from rich.table import Table
+
+from autotune import records
+from autotune.evidence.mix_table import TABLE_HEADERS, load_text, table_lines, workload_rows
+from autotune.evidence.reproduce import bench_argv
+
+_CAPTION = ("gain: the mix's best against the baseline on that workload; own best: the best trial on that workload "
+            "alone (met its SLOs); regret: what the one command costs there against it")  # fmt: skip
+
+
+def mix_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
+    """Per workload: baseline vs the mix's best (gain), the workload's own best and the regret."""
+    metric = study.metric_names[0] if study.metric_names else "value"
+    record = records.TrialRecord.of(best)
+    title = (f"{simulated}workloads: baseline vs the mix's best, trial {best.number} ({study.study_name}; "
+             f"{metric}; mix {record.mix or 'geomean'} = {best.values[0]:.3f})")  # fmt: skip
+    table = Table(title=title, caption=_CAPTION)
+    for header in TABLE_HEADERS:
+        table.add_column(header, justify="left" if header in ("workload", "own best's configuration") else "right")
+    for cells in table_lines(workload_rows(study, best), metric):
+        table.add_row(*cells)
+    return table
+
+
+def print_mix_best(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str, port: int) -> None:
+    """The table, then the `autotune bench` line of each workload at the load the best chose for it."""
+    console = Console(width=max(Console().width, 160))
+    console.print(mix_table(study, best, simulated))
+    for result in records.workload_results(best):
+        if result.measured:
+            print(f"# reproduce workload {result.name} (at {load_text(result.load)}):")
+            print(shlex.join(bench_argv(study, best, port, workload_name=result.name)))
+
+
+def workloads_text(trial: optuna.trial.FrozenTrial) -> str:
+    """A trial's per-workload results on one line: name relative (load), `-` where skipped, `!` where it missed."""
+    parts = []
+    for r in records.workload_results(trial):
+        if r.skipped:
+            parts.append(f"{r.name} skipped")
+        elif r.relative is not None:
+            parts.append(f"{r.name} {r.relative:.2f}x" + ("" if r.feasible else " (misses SLO)"))
+        else:
+            parts.append(f"{r.name} {'failed' if r.failure_kind else 'no reference'}")
+    return "; ".join(parts)
