@@ -159,7 +159,8 @@ def _outcome(trial: optuna.trial.FrozenTrial) -> str:
     swept = f" at {load} ({levels} loads measured on one launch)" if levels > 1 else (f" at {load}" if load else "")
     slo = "" if feasible(trial) else " (misses the SLO)"
     if record.workloads:  # several workloads: the mix, and each workload's relative
-        return f"mix {trial.values[0]:.3f}{slo}{dup}: {workloads_text(trial)}"
+        stopped = f" (stopped early: at most {record.mix_bound:.3f})" if record.mix_bound is not None else ""
+        return f"mix {trial.values[0]:.3f}{stopped}{slo}{dup}: {workloads_text(trial)}"
     return f"{trial.values[0]:.1f}{swept}{slo}{dup}"
 
 
@@ -286,7 +287,7 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
             "gpu_memory_mib": r.gpu_memory_mib}  # fmt: skip
     if r.workloads:  # several workloads: each one's chosen load, value, relative, feasibility and metrics
-        row |= {"mix": r.mix, "mix_stopped_early": r.mix_stopped_early,
+        row |= {"mix": r.mix, "mix_stopped_early": r.mix_stopped_early, "mix_bound": r.mix_bound,
                 "workloads": [w.model_dump() for w in r.workloads]}  # fmt: skip
     return row
 

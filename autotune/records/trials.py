@@ -125,6 +125,7 @@ class TrialRecord(BaseModel):
     workloads: list[WorkloadRecord] = Field(default_factory=list)
     mix: str | None = None
     mix_stopped_early: bool = False
+    mix_bound: float | None = None  # after an early stop: the most the mix could have reached (below the incumbent)
     # what it cost
     node_minutes: float | None = None
     launch_s: float | None = None

@@ -132,14 +132,17 @@ class MixSweep:
     def _shares(self) -> list[mix.Share]:
         return [mix.Share(r.weight, r.relative) for r in self.results.values() if r.relative is not None]
 
-    def value(self) -> float:
-        """The trial's value: the mix of the workloads measured; after an early stop, its bound with the workloads
-        left at their ceilings (at most the incumbent's, so it never leads)."""
+    def bound(self) -> float | None:
+        """After an early stop, the most the mix could have reached (the workloads left at their ceilings)."""
         left = [mix.Share(w.weight, self.ceilings[n]) for n, w in self.workloads.items() if n not in self.results]
-        if self.stopped_early and left:
-            bound = mix.upper_bound(self.kind, self._shares(), left)
-            return min(bound, self.incumbent) if self.incumbent is not None else bound
-        return mix.mix_value(self.kind, self._shares())
+        return mix.upper_bound(self.kind, self._shares(), left) if self.stopped_early and left else None
+
+    def value(self) -> float:
+        """The trial's value: the mix of the workloads measured; after an early stop, also at most its bound (so it
+        never leads the incumbent, and the sampler is told what was measured, not the optimistic bound)."""
+        measured = mix.mix_value(self.kind, self._shares())
+        bound = self.bound()
+        return measured if bound is None else min(measured, bound)
 
     def slo_metrics(self) -> list[str]:
         """Every SLO metric any workload is judged by (the trial's constraints, one per metric)."""
@@ -178,6 +181,8 @@ def report(trial: optuna.Trial, mixed: MixSweep) -> list[float]:
         records.write_study(trial.study, mix_reference=mixed.new_references)
     records.write(trial, benchmarks=mixed.load_records(), workloads=mixed.records(), mix=mixed.kind,
                   mix_stopped_early=mixed.stopped_early)  # fmt: skip
+    if (bound := mixed.bound()) is not None:
+        records.write(trial, mix_bound=round(bound, 6))
     unserved = mixed.unserved() or (None if mixed.results else WorkloadRecord(name="-", failure_kind="crash"))
     if unserved is not None:
         failed = mixed.sweeps[unserved.name].measured if unserved.name in mixed.sweeps else {}
