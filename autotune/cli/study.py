@@ -15,7 +15,14 @@ from rich.table import Table
 
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
-from autotune.cli.workloads_view import mix_table, print_mix_best, workloads_text
+from autotune.cli.workloads_view import (
+    mix_table,
+    print_mix_best,
+    print_workloads,
+    workload_misses,
+    workload_slos,
+    workloads_text,
+)
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
 from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
@@ -246,7 +253,9 @@ def show(
     name = study.study_name
     slos = StudyRecord.of(study).slo
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    rows = [_trial_row(t) | {"slo_miss": slo_miss_text(t, slos)} for t in trials.values()]
+    per_workload = workload_slos(study)
+    rows = [_trial_row(t) | {"slo_miss": workload_misses(t, per_workload) if per_workload else slo_miss_text(t, slos)}
+            for t in trials.values()]  # fmt: skip
     console = Console()
     if trial_number is not None:
         if trial_number not in trials:
@@ -267,6 +276,8 @@ def show(
                           "budget": budget.summary(study).model_dump()}, indent=1, default=str))  # fmt: skip
         return
     print_trials(console, name, rows)
+    if per_workload:
+        print_workloads(console, list(trials.values()))
     console.print(budget.summary_line(study))
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")

@@ -52,3 +52,30 @@ def workloads_text(trial: optuna.trial.FrozenTrial) -> str:
         else:
             parts.append(f"{r.name} {'failed' if r.failure_kind else 'no reference'}")
     return "; ".join(parts)
+
+
+def workload_slos(study: optuna.Study) -> dict[str, dict[str, float]]:
+    """Each workload's SLOs by name: its own, else the objective's ({} for a one-workload study)."""
+    described = records.StudyRecord.of(study)
+    return {w["name"]: (w.get("slo") if w.get("slo") is not None else described.slo)
+            for w in described.workloads or []}  # fmt: skip
+
+
+def workload_misses(trial: optuna.trial.FrozenTrial, slos: dict[str, dict[str, float]]) -> str:
+    """'misses SLO: long p99_ttft_ms 163.2 > 60' for each workload of a mix trial that missed one; '' otherwise."""
+    misses = []
+    for result in records.workload_results(trial):
+        if result.feasible or not result.metrics:
+            continue
+        limits = slos.get(result.name, {})
+        misses += [f"{result.name} {metric} {result.metrics[metric]:.1f} > {limit:g}"
+                   for metric, limit in limits.items() if result.metrics.get(metric, 0) > limit]  # fmt: skip
+    return f"misses SLO: {', '.join(misses)}" if misses else ""
+
+
+def print_workloads(console: Console, trials: list[optuna.trial.FrozenTrial]) -> None:
+    """Each launched trial's per-workload results (relative to the study's baseline of each), one line each."""
+    console.print("per workload (throughput relative to the baseline's; the value is their mix):")
+    for trial in trials:
+        if records.workload_results(trial) and not records.is_duplicate(trial) and trial.values:
+            console.print(f"  #{trial.number} mix {trial.values[0]:.3f}: {workloads_text(trial)}", markup=False)
