@@ -16,6 +16,7 @@ from rich.table import Table
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
 from autotune.cli.workloads_view import (
+    mix_fields,
     mix_table,
     print_mix_best,
     print_workloads,
@@ -297,10 +298,7 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "taught_rule": r.taught_rule, "duplicate_of": r.duplicate_of, "launch_s": r.launch_s,
             "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
             "gpu_memory_mib": r.gpu_memory_mib}  # fmt: skip
-    if r.workloads:  # several workloads: each one's chosen load, value, relative, feasibility and metrics
-        row |= {"mix": r.mix, "mix_stopped_early": r.mix_stopped_early, "mix_bound": r.mix_bound,
-                "workloads": [w.model_dump() for w in r.workloads]}  # fmt: skip
-    return row
+    return row | mix_fields(r)
 
 
 def _register_validate() -> None:

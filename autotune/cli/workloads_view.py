@@ -79,3 +79,12 @@ def print_workloads(console: Console, trials: list[optuna.trial.FrozenTrial]) ->
     for trial in trials:
         if records.workload_results(trial) and not records.is_duplicate(trial) and trial.values:
             console.print(f"  #{trial.number} mix {trial.values[0]:.3f}: {workloads_text(trial)}", markup=False)
+
+
+def mix_fields(record: records.TrialRecord) -> dict:
+    """What `study show --json` adds for a several-workload trial: the mix, whether it stopped early (and its bound),
+    and each workload's chosen load, value, relative, feasibility and metrics ({} for a one-workload trial)."""
+    if not record.workloads:
+        return {}
+    return {"mix": record.mix, "mix_stopped_early": record.mix_stopped_early, "mix_bound": record.mix_bound,
+            "workloads": [w.model_dump() for w in record.workloads]}  # fmt: skip
