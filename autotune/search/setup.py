@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
+from pydantic import BaseModel
 
 from autotune import records
 from autotune.engines import broken_rules
@@ -79,8 +80,7 @@ def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None
     study.set_metric_names([m.name for m in space.objective.metrics])
     # the space's absolute path: `study validate` from any directory; the digest last: the description is whole
     records.write_study(study, space_path=str(Path(space_path).resolve()), space_name=space.name,
-                        objective=space.objective.model_dump(mode="json"),
-                        workload=space.mix_workloads()[0].model_dump(mode="json"))  # fmt: skip
+                        objective=_dump(space.objective, "objective"), workload=_dump(space.mix_workloads()[0], "workload"))  # fmt: skip
     if space.is_mix:  # each workload's reference is its first baseline's measurement (autotune.search.mix_sweep)
         records.write_study(study, workloads=[w.model_dump(mode="json") for w in space.mix_workloads()])
     records.write_study(study, space_digest=_digest(space))
@@ -92,12 +92,20 @@ _LATER_FIELDS = {None: {"workloads": None}, "objective": {"mix": "geomean"},
                  "workload": {"name": None, "weight": 1.0, "slo": None, "loads": None}}  # fmt: skip
 
 
+def _at_default(model: BaseModel, section: str | None) -> dict[str, bool]:
+    """The later fields of ``model`` (the space's ``section``, None: the space) at their defaults, for exclusion."""
+    return {name: True for name, default in _LATER_FIELDS[section].items() if getattr(model, name) == default}
+
+
+def _dump(model: BaseModel, section: str) -> dict:
+    """``model`` as the study stores it: without the later fields at their defaults (the layout of older studies)."""
+    return model.model_dump(mode="json", exclude=_at_default(model, section))
+
+
 def _digest(space: SearchSpace) -> str:
-    exclude: dict = {}
-    for section, defaults in _LATER_FIELDS.items():
-        model = space if section is None else getattr(space, section)
-        at_default = {name: True for name, default in defaults.items() if getattr(model, name) == default}
-        exclude |= at_default if section is None else {section: at_default}
+    exclude: dict = _at_default(space, None)
+    for section in ("objective", "workload"):
+        exclude[section] = _at_default(getattr(space, section), section)
     return hashlib.sha256(space.model_dump_json(exclude=exclude).encode()).hexdigest()[:16]
 
 
