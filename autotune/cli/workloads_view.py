@@ -37,7 +37,8 @@ def print_mix_best(study: optuna.Study, best: optuna.trial.FrozenTrial, simulate
     console.print(mix_table(study, best, simulated))
     for result in records.workload_results(best):
         if result.measured:
-            print(f"# reproduce workload {result.name} (at {load_text(result.load)}):")
+            at = f" (at {load_text(result.load)})" if result.load else " (at its own load)"
+            print(f"# reproduce workload {result.name}{at}:")
             print(shlex.join(bench_argv(study, best, port, workload_name=result.name)))
 
 
