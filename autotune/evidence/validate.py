@@ -166,7 +166,8 @@ def measure(space: SearchSpace, contender: Contender, suite: list[NamedWorkload]
     backend = serving_backend(space, contender.config.engine)
     config = anchored_paths(contender.config)
     on_workload(None)
-    serving = backend.serve(config, workdir, stall_timeout_s=space.stall_timeout_s, headers=space.mix_workloads()[0].headers)
+    headers = space.mix_workloads()[0].headers
+    serving = backend.serve(config, workdir, stall_timeout_s=space.stall_timeout_s, headers=headers)
     with serving as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)
