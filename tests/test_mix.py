@@ -140,3 +140,15 @@ def test_workload_records_round_trip_and_old_records_read_without_them() -> None
     assert TrialRecord.from_attrs(stored).workloads == results
     old = TrialRecord.from_attrs({"benchmarks": [{"load": {}, "feasible": True, "value": 1.0}]})
     assert old.workloads == [] and old.mix is None and "workload" not in old.benchmarks[0].stored()
+
+
+def test_validate_measures_a_mix_studys_own_workloads_each_at_its_chosen_load(tmp_path) -> None:
+    from autotune.evidence.validate import Contender, study_suite
+
+    space = load_space(space_file(tmp_path, TWO))
+    suite = study_suite(space)
+    assert [named.name for named in suite] == ["chat", "rag"]
+    contender = Contender(space.default_point("vllm").server, {"max_concurrency": 64}, "trial 3",
+                          {"chat": {"max_concurrency": 16}, "rag": {"max_concurrency": 4}})  # fmt: skip
+    assert [contender.workload(named, 1).max_concurrency for named in suite] == [16, 4]
+    assert contender.workload(suite[1], 1).input_len == 8000 and contender.workload(suite[1], 1).seed == 1
