@@ -60,13 +60,14 @@ def test_every_launch_is_measured_on_each_workload_and_valued_by_their_mix(tmp_p
             assert result["feasible"] and result["load"] == best["load"] and result["value"] == best["value"]
             references.setdefault(name, result["value"])  # the baseline's (trial 0) is every workload's reference
             assert math.isclose(result["relative"], result["value"] / references[name], rel_tol=1e-4)
-        # the known difference: a long prompt's prefill adds ~300 × 0.5 ms to its TTFT
-        assert results["long"]["metrics"]["median_ttft_ms"] > results["chat"]["metrics"]["median_ttft_ms"] + 100
+        # the known difference: a long prompt's prefill adds at least 300 × 0.5 ms to its TTFT (a busy machine only
+        # adds to it), a chat prompt's at most 71 × 0.5
+        assert results["long"]["metrics"]["median_ttft_ms"] >= 10 + 300 * PREFILL_MS
         expected = math.sqrt(results["chat"]["relative"] * results["long"]["relative"])
         assert math.isclose(trial["values"][0], expected, rel_tol=1e-4) and trial["feasible"]
     baseline, tuned = trials
     assert baseline["values"] == [1.0]
-    assert all(w["relative"] > 1.5 for w in tuned["workloads"])  # 8 streams at once instead of 2, on both
+    assert all(w["relative"] > 1.2 for w in tuned["workloads"])  # 8 streams at once instead of 2, on both
     best = autotune("study", "best", "--study", "mix", studies=studies)
     assert best.returncode == 0, best.stderr
     assert "--max-num-seqs 8" in best.stdout and "baseline vs the mix's best" in best.stdout
