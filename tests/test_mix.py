@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autotune.errors import SpaceError
+from autotune.errors import SpaceError, UsageError
 from autotune.records import LoadRecord, TrialRecord, WorkloadRecord
 from autotune.search import mix, setup
 from autotune.search.mix import Share
@@ -152,3 +152,33 @@ def test_validate_measures_a_mix_studys_own_workloads_each_at_its_chosen_load(tm
                           {"chat": {"max_concurrency": 16}, "rag": {"max_concurrency": 4}})  # fmt: skip
     assert [contender.workload(named, 1).max_concurrency for named in suite] == [16, 4]
     assert contender.workload(suite[1], 1).input_len == 8000 and contender.workload(suite[1], 1).seed == 1
+
+
+def test_init_writes_several_workloads_and_the_seed_suite_scaled_to_the_context(tmp_path) -> None:
+    import json
+
+    from autotune.space.init import Request, write_space
+
+    def written(**changes) -> list:
+        path = tmp_path / "space.yaml"
+        path.write_text(write_space(Request(**{"model": "deepseek-ai/DeepSeek-V3", "gpus": 8, "gpu_memory_gb": 141,
+                                               "engines": ("sglang",)} | changes)))  # fmt: skip
+        return load_space(path).mix_workloads()
+
+    two = written(workloads=("sharegpt", "random:8000:300"))
+    assert [(w.name, w.dataset, w.input_len) for w in two][1] == ("random-8000-300", "random", 8000)
+    six = written(seed_suite=True)
+    assert [w.name for w in six] == ["sharegpt", "very-long", "long", "medium", "short", "generation-heavy"]
+    assert [(w.input_len, w.output_len) for w in six[1:]] == [(32000, 100), (4000, 200), (2000, 100), (128, 4),
+                                                              (1000, 2000)]  # fmt: skip
+    model = tmp_path / "small-context"
+    model.mkdir()
+    config = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 32, "max_position_embeddings": 8192,
+              "hidden_size": 4096, "num_hidden_layers": 32}  # fmt: skip
+    (model / "config.json").write_text(json.dumps(config))
+    (model / "model.safetensors").write_bytes(b"\0" * 1024)
+    scaled = written(model=str(model), engines=("vllm",), seed_suite=True)
+    assert all(w.input_len + w.output_len <= 8192 for w in scaled)
+    assert scaled[1].input_len == round(32000 * 8192 / 32100)
+    with pytest.raises(UsageError, match="--seed-suite and --workload"):
+        written(seed_suite=True, workloads=("sharegpt",))
