@@ -7,7 +7,8 @@ region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL i
 graded constraints: (measured − limit) / limit, capped at 1, so "barely over" ranks far ahead of "crashed" (whose
 launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.search.sweep``); a failure
 whose message names a knob value, or an out-of-memory, teaches the study (``autotune.search.learning``). A slow
-configuration is pruned from its first benchmark's checkpoints. Every trial's ``outcome`` attribute says in one word
+configuration is pruned from its first benchmark's checkpoints. A space of several workloads measures each launch on
+all of them, a sweep each (``autotune.search.mix_sweep``): the value is their mix, and no pruner judges it. Every trial's ``outcome`` attribute says in one word
 what became of it (``Outcome``), for a filter in optuna-dashboard.
 
 Failing loads and the pruner, one rule: a load whose requests fail is that load's failure, never a slow measurement.
