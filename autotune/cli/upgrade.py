@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune import records
+from autotune.cli.best_view import print_best
 from autotune.cli.options import JsonOpt, StorageOpt, load_study, storage_url
 from autotune.cli.warm import print_warm
 from autotune.errors import UsageError
@@ -92,9 +93,7 @@ def upgrade_command(
                           "regression": [row.model_dump() for row in rows]}, indent=1))  # fmt: skip
         return
     print_warm(console, study)
-    from autotune.cli.study import _print_best
-
-    _print_best(study)
+    print_best(study)
 
 
 def _with_budget(options: RunOptions, total: int) -> RunOptions:

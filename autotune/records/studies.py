@@ -16,6 +16,7 @@ FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
 RULE_PREFIX = "learned_rule:"  # one attribute per learned rule: workers add rules without a race
 RECHECK_PREFIX = "recheck:"  # one attribute per inherited rule re-checked on this study's version: the trial doing it
 WARM_WEIGHT_PREFIX = "warm_weight:"  # one attribute per update of the warm prior's weight (by trial number)
+REFERENCE_PREFIX = "mix_reference:"  # one attribute per workload's reference: workers add them without a race
 
 
 class LearnedRule(BaseModel):
@@ -89,6 +90,9 @@ class StudyRecord(BaseModel):
     space_name: str | None = None
     objective: dict[str, Any] | None = None  # ``autotune.space.schema.Objective``, as the study was run
     workload: dict[str, Any] | None = None  # ``autotune.space.schema.Workload``
+    workloads: list[dict[str, Any]] | None = None  # a several-workload study's ``Workload``s
+    # the reference throughput of each workload (the first baseline's best feasible, else the first trial's)
+    mix_reference: dict[str, float] = Field(default_factory=dict)
     space_digest: str | None = None
     first_queued: bool = Field(False, alias=FIRST_QUEUED_ATTR)
     budget: int | None = Field(None, alias=BUDGET_ATTR)
@@ -111,7 +115,9 @@ class StudyRecord(BaseModel):
         rechecks = {key.removeprefix(RECHECK_PREFIX): n for key, n in attrs.items() if key.startswith(RECHECK_PREFIX)}
         weights = sorted((w for key, w in attrs.items() if key.startswith(WARM_WEIGHT_PREFIX)),
                          key=lambda w: w.get("trial", 0) if isinstance(w, dict) else 0)  # fmt: skip
-        attrs = attrs | {"rechecks": rechecks, "warm_weights": weights}
+        references = {key.removeprefix(REFERENCE_PREFIX): value for key, value in attrs.items()
+                      if key.startswith(REFERENCE_PREFIX) and isinstance(value, int | float)}  # fmt: skip
+        attrs = attrs | {"rechecks": rechecks, "warm_weights": weights, "mix_reference": references}
         try:
             return cls.model_validate(attrs | {"learned_rules": rules})
         except pydantic.ValidationError as exc:
@@ -140,6 +146,10 @@ def write_study(study: optuna.Study, **fields: Any) -> None:
     record = StudyRecord.model_validate(fields)
     attrs: dict[str, Any] = {}
     for name in fields:
+        if name == "mix_reference":
+            for workload, value in record.mix_reference.items():
+                study.set_user_attr(REFERENCE_PREFIX + workload, value)
+            continue
         if name == "learned_rules":
             for rule_name, rule in record.learned_rules.items():
                 attrs[RULE_PREFIX + rule_name.removeprefix("learned:")] = rule.stored()

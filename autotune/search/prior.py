@@ -115,8 +115,9 @@ def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str
 def _best_load(space: SearchSpace, engine: str, predicted: Serving) -> float | None:
     objective, best = space.objective, None
     for load in space.load_levels(engine):
-        workload = space.workload.model_copy(update={**load, "num_prompts": min(space.workload.num_prompts,
-                                                                               PRIOR_PROMPTS)})  # fmt: skip
+        # a several-workload space is ranked on its first workload (the prior orders, it never removes)
+        first = space.mix_workloads()[0]
+        workload = first.model_copy(update={**load, "num_prompts": min(first.num_prompts, PRIOR_PROMPTS)})
         try:
             result = predicted.measure(workload)
         except AutotuneError:

@@ -17,7 +17,8 @@ As a stand-in engine for fast study tests it also takes vLLM's command line, ``p
 serve MODEL --port P [--served-model-name N] [--max-num-seqs K] [--dtype float32] [--speculative-config ...] ...``
 (other flags are ignored): at most K streams run at once (the rest queue), float32 doubles the ITL, and a
 speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCRIPTED_ITL_MS`` (10),
-``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
+``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_PREFILL_MS`` (0: ms of TTFT added per prompt token, so that a long-prompt
+workload is slower), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
 ``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives), ``SCRIPTED_HANG=1`` (ready, but no request
 is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/models`` lists nothing and a request
 with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
@@ -87,7 +88,8 @@ class _Stream:
         if self.server.zero_delay:
             self.server.loop.call_soon(self.step)
         else:
-            self.server.loop.call_at(self.t0 + self.server.ttft + self.sent * self.server.itl, self.step)
+            ttft = self.server.ttft + self.prompt_tokens * self.server.prefill_per_token
+            self.server.loop.call_at(self.t0 + ttft + self.sent * self.server.itl, self.step)
 
     def step(self) -> None:
         if self.transport.is_closing():  # the client went away: like an engine, abort the request, free its slot
@@ -135,6 +137,7 @@ class ScriptedServer:
 
     def __init__(self, port: int, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1) -> None:
         self.port, self.ttft, self.itl, self.burst = port, ttft_ms / 1000, itl_ms / 1000, burst
+        self.prefill_per_token = 0.0  # seconds of TTFT per prompt token: a long prompt's prefill (SCRIPTED_PREFILL_MS)
         self.zero_delay = ttft_ms == 0 and itl_ms == 0
         self.completed = self.running = self.requests = 0
         self.queue: list[_Stream] = []
@@ -240,6 +243,7 @@ def serve_like_vllm(argv: list[str]) -> None:
     itl *= _slower(argv, os.environ.get("SCRIPTED_SLOWER", ""))
     server = ScriptedServer(args.port, float(os.environ.get("SCRIPTED_TTFT_MS", "20")), itl)
     server.model_name = args.served_model_name or args.model
+    server.prefill_per_token = float(os.environ.get("SCRIPTED_PREFILL_MS", "0")) / 1000
     server.max_running = args.max_num_seqs
     server.never_ready = os.environ.get("SCRIPTED_NEVER_READY") == "1"
     server.hang = os.environ.get("SCRIPTED_HANG") == "1"
