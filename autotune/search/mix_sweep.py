@@ -21,7 +21,7 @@ from autotune.errors import FailureKind, LaunchFailed
 from autotune.records import LoadRecord, Outcome, StudyRecord, WorkloadRecord
 from autotune.search import mix
 from autotune.search.ranking import best_of
-from autotune.search.sweep import MAX_VIOLATION, LoadSweep
+from autotune.search.sweep import MAX_VIOLATION, LoadSweep, slo_constraint_keys
 from autotune.space.schema import SearchSpace, Workload
 
 LAUNCH_CONSTRAINT = "launch"
@@ -71,7 +71,8 @@ class MixSweep:
             objective = space.objective.model_copy(update={"slo": space.workload_slo(workload)})
             # each workload's best load is found whatever the incumbent did on it: the mix, not one workload, must
             # beat the incumbent (so the sweep's incumbent bound is the mix's, below)
-            self.sweeps[name] = LoadSweep(levels, objective, None, cap if workload.loads is None else None, start)
+            self.sweeps[name] = LoadSweep(levels, objective, None, cap if workload.loads is None else None, start,
+                                          workload)  # fmt: skip
         self.results: dict[str, WorkloadRecord] = {}
         self.stopped_early = False
         self.new_references: dict[str, float] = {}
@@ -144,10 +145,6 @@ class MixSweep:
         bound = self.bound()
         return measured if bound is None else min(measured, bound)
 
-    def slo_metrics(self) -> list[str]:
-        """Every SLO metric any workload is judged by (the trial's constraints, one per metric)."""
-        return sorted({m for w in self.workloads.values() for m in self.space.workload_slo(w)})
-
     def constraints(self) -> dict[str, float]:
         """Each SLO constraint, its worst violation over the workloads measured (a metric no measured workload is
         judged by: met)."""
@@ -155,7 +152,7 @@ class MixSweep:
         for result in self.results.values():
             for name, violation in (result.violations or {}).items():
                 worst[name] = max(worst.get(name, -MAX_VIOLATION), violation)
-        return {f"slo:{m}": worst.get(f"slo:{m}", 0.0) for m in self.slo_metrics()}
+        return {key: worst.get(key, 0.0) for key in slo_constraint_keys(self.space)}
 
     @property
     def feasible(self) -> bool:

@@ -46,7 +46,7 @@ from autotune.search.mix_sweep import MixSweep
 from autotune.search.orphans import EngineProcess
 from autotune.search.ranking import best_of, maximized
 from autotune.search.status import Phase, StatusCallback, StatusEvent, no_status
-from autotune.search.sweep import MAX_VIOLATION, LoadResult, LoadSweep
+from autotune.search.sweep import MAX_VIOLATION, LoadResult, LoadSweep, slo_constraint_keys
 from autotune.serving.gpus import GpuPool
 from autotune.serving.seam import Backend, Serving
 from autotune.space.redact import redact_spec
@@ -86,9 +86,8 @@ class Objective:
     def __init__(self, space: SearchSpace, environment: TrialEnvironment) -> None:
         self.space, self.env = space, environment
         self.metrics = space.objective.metrics
-        # the SLO constraints every trial sets: the objective's, or with several workloads every workload's metric
-        self.slo = {m: None for w in space.mix_workloads() for m in space.workload_slo(w)} if space.is_mix else (
-            space.objective.slo)  # fmt: skip
+        # the SLO constraints every trial sets: each workload's (the objective's, or its own) and its classes' own
+        self.slo_keys = slo_constraint_keys(space)
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.env.on_status(StatusEvent(Phase.STARTING, trial.number))
@@ -151,8 +150,8 @@ class Objective:
             trial, outcome=Outcome.failed(kind), failure_kind=kind, failure_reason=shorten(reason, REASON_LIMIT)
         )
         trial.set_constraint(LAUNCH_CONSTRAINT, 1.0)
-        for metric in self.slo:
-            trial.set_constraint(f"slo:{metric}", MAX_VIOLATION)
+        for key in self.slo_keys:
+            trial.set_constraint(key, MAX_VIOLATION)
         return [PESSIMISTIC[m.direction] for m in self.metrics]
 
     def _not_installed(self, trial: optuna.Trial, engine: Engine, failure: LaunchFailed,
@@ -238,7 +237,8 @@ class Objective:
             if incumbent and records.chosen_load(incumbent) in levels
             else None
         )
-        sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start)
+        sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start,
+                          self.space.workload)  # fmt: skip
         mixed = MixSweep(self.space, config.engine, trial.study, trial.number, cap) if self.space.is_mix else None
         # the trial's node-minutes: from here to the engine's stop (the engine record's clock: an orphan's, if killed)
         started, launched_at, served = time.monotonic(), time.time(), False

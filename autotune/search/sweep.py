@@ -23,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.bench.results import BenchmarkResult
 from autotune.records import LoadRecord
 from autotune.search.ranking import maximized, sign
-from autotune.space.schema import Objective
+from autotune.space.mix import slo_keys
+from autotune.space.schema import Objective, SearchSpace, Workload
 
 MAX_VIOLATION = 1.0  # an SLO missed by more than its own limit counts as much as a failed launch's share
 
@@ -59,15 +61,28 @@ class LoadResult:
                                          stopped_early=self.stopped_early, **failure)  # fmt: skip
 
 
-def judged(objective: Objective, level: LoadResult) -> LoadResult:
-    """``level`` with its objective values and graded SLO violations, (measured − limit) / limit, computed."""
+def judged(objective: Objective, level: LoadResult, workload: Workload | None = None) -> LoadResult:
+    """``level`` with its objective values and graded SLO violations, (measured − limit) / limit, computed: the
+    objective's SLOs on the whole benchmark, and a ``dataset: mix`` workload's classes' own on each class."""
+    classes = workload.classes if workload is not None else None
     if level.result is not None:
         level.values = [float(level.result[m.name]) for m in objective.metrics]
-        level.violations = {f"slo:{metric}": min((level.result[metric] - limit) / limit, MAX_VIOLATION)
-                            for metric, limit in objective.slo.items()}  # fmt: skip
+        if classes:
+            result = BenchmarkResult.from_vllm_json(level.result)
+            level.violations = result.slo_violations(workload, objective.slo, cap=MAX_VIOLATION)
+        else:
+            level.violations = {f"slo:{metric}": min((level.result[metric] - limit) / limit, MAX_VIOLATION)
+                                for metric, limit in objective.slo.items()}  # fmt: skip
     else:
-        level.violations = {f"slo:{metric}": MAX_VIOLATION for metric in objective.slo}
+        level.violations = dict.fromkeys(slo_keys(classes, objective.slo), MAX_VIOLATION)
     return level
+
+
+def slo_constraint_keys(space: SearchSpace) -> list[str]:
+    """The SLO constraints every trial of ``space`` sets: each workload's SLOs (the objective's, or its own) and its
+    request classes' own (``slo:<metric>``, ``slo:<class>:<metric>``), each once."""
+    keys = [key for w in space.mix_workloads() for key in slo_keys(w.classes, space.workload_slo(w))]
+    return list(dict.fromkeys(keys))
 
 
 class LoadSweep:
@@ -82,8 +97,10 @@ class LoadSweep:
     """
 
     def __init__(self, levels: list[dict], objective: Objective, incumbent: float | None = None,
-                 cap: int | None = None, start: int | None = None) -> None:  # fmt: skip
+                 cap: int | None = None, start: int | None = None, workload: Workload | None = None) -> None:  # fmt: skip
         self.levels, self.objective, self.incumbent, self.start = levels, objective, incumbent, start
+        self.workload = workload  # its request classes' own SLOs are judged too
+        self.judged_by_slo = bool(slo_keys(workload.classes if workload else None, objective.slo))
         self.last: int | None = None
         self.cap = len(levels) if cap is None else min(cap, len(levels))
         self.measured: dict[int, LoadResult] = {}
@@ -94,7 +111,7 @@ class LoadSweep:
     def next_level(self) -> int | None:
         """The index of the level to measure next, or None when the sweep is done."""
         candidates = [i for i in range(self.cap) if i not in self.measured]
-        if not self.objective.slo:
+        if not self.judged_by_slo:
             return max(candidates) if candidates and not self._cannot_improve(0, own=False) else None
         low = max((i for i, r in self.measured.items() if r.feasible), default=-1)
         high = min([i for i, r in self.measured.items() if not r.feasible] + [self.cap])
@@ -107,7 +124,7 @@ class LoadSweep:
         return (low + high) // 2
 
     def add(self, index: int, level: LoadResult) -> None:
-        self.measured[index] = judged(self.objective, level)
+        self.measured[index] = judged(self.objective, level, self.workload)
         self.last = index
 
     def _cannot_improve(self, lowest: int, own: bool = True) -> bool:

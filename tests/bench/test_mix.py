@@ -286,3 +286,31 @@ def test_space_validate_refuses_a_mix_that_cannot_be_sent(tmp_path) -> None:
     path.write_text(path.read_text().replace("num_prompts: 3", "num_prompts: 30"))
     result = CliRunner().invoke(app, ["space", "validate", str(path)])
     assert result.exit_code == 2 and "workload.classes: class rag: cannot read dataset" in result.stderr
+
+
+def test_a_class_slo_alone_makes_the_sweep_search_loads_and_a_level_infeasible() -> None:
+    """The study judges a class's own SLO (autotune.search.sweep): a level where RAG misses its TTFT is infeasible,
+    so the sweep bisects for the heaviest load that meets it, as it does for the objective's SLOs."""
+    from autotune.search.sweep import LoadResult, LoadSweep
+    from autotune.space.schema import Objective
+
+    workload = mix(CHAT, RAG | {"slo": {"p99_ttft_ms": 1000}})
+    levels = [{"max_concurrency": c} for c in (1, 2, 4, 8)]
+    sweep = LoadSweep(levels, Objective(), workload=workload)  # no SLO of the objective's own
+
+    def measured(concurrency: int) -> dict:  # RAG's TTFT grows with the load; it meets 1000 ms up to 2
+        rag = {"name": "rag", "share": 0.3, "num_prompts": 30, "p99_ttft_ms": 400.0 * concurrency}
+        return {"completed": 100, "total_token_throughput": 100.0 * concurrency, "p99_ttft_ms": 100.0,
+                "classes": [{"name": "chat", "share": 0.7, "num_prompts": 70, "p99_ttft_ms": 100.0}, rag]}  # fmt: skip
+
+    seen = []
+    while (index := sweep.next_level()) is not None:
+        seen.append(index)
+        sweep.add(index, LoadResult(levels[index], measured(levels[index]["max_concurrency"])))
+    assert seen[0] == 3  # without an incumbent, the heaviest first; it misses RAG's SLO, so the sweep goes on
+    # 3200 ms against 1000: (3200 - 1000) / 1000 = 2.2, capped at 1 (a failed launch's share)
+    assert not sweep.measured[3].feasible and sweep.measured[3].violations == {"slo:rag:p99_ttft_ms": 1.0}
+    assert sweep.best().load == {"max_concurrency": 2}  # the heaviest that meets it
+    failed = LoadSweep(levels, Objective(), workload=workload)
+    failed.add(0, LoadResult(levels[0], None, failure="oom"))
+    assert failed.measured[0].violations == {"slo:rag:p99_ttft_ms": 1.0}  # a failed level misses every SLO
