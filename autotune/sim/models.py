@@ -49,7 +49,9 @@ def read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]:
             columns = tuple(reader.fieldnames or ())
     except OSError as exc:
         raise UsageError(f"cannot read the performance table {path}: {exc.strerror}; fix: simulate.table") from None
-    unknown = [c for c in columns if c not in KNOBS and c not in (*CLIENT_COLUMNS, "status", "message", *RESULT_COLUMNS)]
+    unknown = [
+        c for c in columns if c not in KNOBS and c not in (*CLIENT_COLUMNS, "status", "message", *RESULT_COLUMNS)
+    ]
     if unknown or "status" not in columns or "output_throughput" not in columns:
         raise UsageError(
             f"{path}: columns must be knob names (`autotune knobs`), max_concurrency, workload, status, message and "
@@ -124,9 +126,10 @@ class TableModel:
             message = (row.get("message") or "").strip()
             raise StartupFailure(kind, f"table {self.path}: measured {status}" + (f": {message}" if message else ""))
         result = {c: float(row[c]) if row.get(c, "").strip() else math.nan for c in RESULT_COLUMNS}
-        for stat in ("median", "p99"):  # a table gives means; the median stands in where only the mean is known
+        for stat in ("median", "p99"):  # a table gives means; the mean stands in where a table has no column
             for metric in ("ttft", "tpot"):
-                result.setdefault(f"{stat}_{metric}_ms", result[f"mean_{metric}_ms"])
+                if f"{stat}_{metric}_ms" not in self.columns:  # (a mean-field model's p99 is its mean)
+                    result[f"{stat}_{metric}_ms"] = result[f"mean_{metric}_ms"]
         return result | {"completed": len(requests), "failed": 0,
                          "client": {"simulated": True, "mode": "direct", "performance_model": "table"}}  # fmt: skip
 
