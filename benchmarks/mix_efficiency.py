@@ -1,6 +1,7 @@
 """Mix efficiency on multi-workload landscapes: node-minutes to 99% of the mix optimum, one study vs six vs the seed's.
 
-    .venv/bin/python benchmarks/mix_efficiency.py [--landscapes NAME,...] [--seeds 10] [--trials 60] [--json OUT]
+    .venv/bin/python benchmarks/mix_efficiency.py [--landscapes NAME,...] [--seeds 10] [--trials 50] [--jobs 1]
+        [--json OUT]
 
 A landscape is a space with ``workloads:`` on the table model (``benchmarks/landscapes/mix/*.yaml``, made by
 make_mix_landscapes.py: the seed study's six workloads, each with its SLO). A configuration's mix value is the space's
@@ -29,6 +30,8 @@ Benchmarks are not tests: it prints, it does not assert.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import functools
 import json
 import logging
 import math
@@ -255,26 +258,39 @@ def print_row(row: dict) -> None:
           f"{row['max_mix_value_mismatch']:.2g}", flush=True)  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--landscapes", help="comma-separated names (default: every mix landscape)")
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--trials", type=int, default=60, help="the budget of each study (mix and each single)")
-    parser.add_argument("--json", type=Path, help="also write every seed's numbers and the summaries here")
-    args = parser.parse_args()
+@functools.cache
+def landscape(name: str) -> MixLandscape:
+    return MixLandscape(LANDSCAPES / f"{name}.yaml")
+
+
+def run_seed(name: str, seed: int, trials: int) -> dict:
+    """One seed on one landscape, the three ways (in a worker process with ``--jobs``)."""
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     logging.disable(logging.WARNING)
     os.chdir(REPO)  # the landscapes name their tables from the repository root
-    names = args.landscapes.split(",") if args.landscapes else [p.stem for p in sorted(LANDSCAPES.glob("*.yaml"))]
-    rows, every, pooled = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
+        return one_seed(landscape(name), seed, trials, Path(tmp))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--landscapes", help="comma-separated names (default: every mix landscape)")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=50, help="the budget of each study (mix and each single)")
+    parser.add_argument("--jobs", type=int, default=1, help="seeds run in this many processes at once")
+    parser.add_argument("--json", type=Path, help="also write every seed's numbers and the summaries here")
+    args = parser.parse_args()
+    names = args.landscapes.split(",") if args.landscapes else [p.stem for p in sorted(LANDSCAPES.glob("*.yaml"))]
+    tasks = [(name, seed) for name in names for seed in range(args.seeds)]
+    started = time.monotonic()
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        futures = {task: pool.submit(run_seed, *task, args.trials) for task in tasks}
+        rows, every, pooled = [], {}, []
         for name in names:
-            started = time.monotonic()
-            land = MixLandscape(LANDSCAPES / f"{name}.yaml")
-            runs = [one_seed(land, seed, args.trials, Path(tmp)) for seed in range(args.seeds)]
+            runs = [futures[(name, seed)].result() for seed in range(args.seeds)]
             every[name], row = runs, summarize(name, runs)
-            row["wall_s"] = round(time.monotonic() - started, 1)
+            row["wall_s_since_start"] = round(time.monotonic() - started, 1)
             rows.append(row)
             pooled += runs
             print_row(row)
@@ -282,6 +298,7 @@ def main() -> None:
         row = summarize("pooled", pooled)
         rows.append(row)
         print_row(row)
+    print(f"wall time {time.monotonic() - started:.0f} s ({args.jobs} processes), {args.trials} trials per study")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "seeds": every}, indent=1))
 
