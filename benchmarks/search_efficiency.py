@@ -1,6 +1,10 @@
 """Search efficiency on performance landscapes: GPU time (node-minutes) to reach 95% and 99% of the optimum.
 
     .venv/bin/python benchmarks/search_efficiency.py [LANDSCAPE.yaml ...] [--seeds 10] [--trials 200] [--json OUT]
+        [--jobs N]
+
+``--jobs N`` runs the (landscape, strategy, seed) runs in N processes: each run is seeded and has its own storage, so
+the rows are the same as one process gives (only ``wall_s`` differs).
 
 A landscape is a search space whose engine is the simulator's table model in direct mode (``simulate:
 {performance_model: table, mode: direct, table: X.csv}``): every (launch configuration, load) of the space has a
@@ -25,6 +29,8 @@ or, for autotune, one that breaks a rule learned before it.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import functools
 import json
 import logging
 import math
@@ -241,18 +247,20 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--json", type=Path, help="also write every summary row here")
+    parser.add_argument("--jobs", type=int, default=1, help="processes to run the seeds in (the rows do not change)")
     args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    logging.disable(logging.WARNING)
+    _quiet()
     paths = args.landscapes or sorted((REPO / "benchmarks" / "landscapes").glob("*.yaml"))
     strategies = args.strategies.split(",")
+    started_all = time.monotonic()
+    done = _run_in_parallel(paths, strategies, args.seeds, args.trials, args.jobs) if args.jobs > 1 else {}
     rows, pooled = [], {s: [] for s in strategies}
     for path in paths:
-        landscape = Landscape(path)
+        landscape = _landscape(path)
         for strategy in strategies:
             started = time.monotonic()
-            runs = [run_strategy(strategy, landscape, seed, args.trials) for seed in range(args.seeds)]
+            runs = [done.get((path, strategy, seed)) or run_strategy(strategy, landscape, seed, args.trials)
+                    for seed in range(args.seeds)]  # fmt: skip
             pooled[strategy] += [(run, landscape.optimum) for run in runs]
             row = {"landscape": path.stem, "strategy": strategy, **summarize(runs, landscape.optimum),
                    "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
@@ -263,8 +271,33 @@ def main() -> None:
     for row in pooled_rows.values():
         print(_line(row))
     _print_ratios(pooled_rows)
+    print(f"wall time: {time.monotonic() - started_all:.0f} s with {args.jobs} process(es)")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "pooled": list(pooled_rows.values())}, indent=1))
+
+
+def _quiet() -> None:
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.disable(logging.WARNING)
+
+
+@functools.cache
+def _landscape(path: Path) -> Landscape:
+    return Landscape(path)
+
+
+def _one_run(task: tuple[Path, str, int, int]) -> Run:
+    path, strategy, seed, trials = task
+    _quiet()
+    return run_strategy(strategy, _landscape(path), seed, trials)
+
+
+def _run_in_parallel(paths: list[Path], strategies: list[str], seeds: int, trials: int, jobs: int) -> dict:
+    tasks = [(path, strategy, seed, trials) for path in paths for strategy in strategies for seed in range(seeds)]
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        runs = pool.map(_one_run, tasks)
+        return {task[:3]: run for task, run in zip(tasks, runs, strict=True)}
 
 
 def _pooled(strategy: str, runs: list[tuple[Run, float]]) -> dict:

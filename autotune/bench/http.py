@@ -175,8 +175,10 @@ class StreamingClient:
                  headers: dict[str, str] | None = None) -> None:  # fmt: skip
         url = urlsplit(base_url)
         if url.scheme != "http" or not url.hostname:
-            raise UsageError(f"{base_url!r}: only http://host:port URLs are supported by the load generator; "
-                             "fix: give the server's http:// address")
+            raise UsageError(
+                f"{base_url!r}: only http://host:port URLs are supported by the load generator; "
+                "fix: give the server's http:// address"
+            )
         self.host, self.port, self.prefix = url.hostname, url.port or 80, url.path.rstrip("/")
         self.total, self.stall, self.connect_timeout = total_timeout_s, stall_timeout_s, connect_timeout_s
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())

@@ -194,8 +194,10 @@ class Engine(ABC):
         if "unsupported_knobs" not in cls.__dict__:
             unknown = cls.accepts - set(KNOBS)
             if unknown:
-                raise EngineDefinitionError(f"{cls.__module__}.{cls.__qualname__}.accepts names no knob of ServerConfig: "
-                                            f"{sorted(unknown)}; fix: use the names `autotune knobs` lists")
+                raise EngineDefinitionError(
+                    f"{cls.__module__}.{cls.__qualname__}.accepts names no knob of ServerConfig: "
+                    f"{sorted(unknown)}; fix: use the names `autotune knobs` lists"
+                )
             label = cls.label or cls.name
             cls.unsupported_knobs = {knob: cls.refusal_notes.get(knob, f"{label} has no {knob} knob")
                                      for knob in KNOBS if knob not in cls.accepts | COMMON_KNOBS}  # fmt: skip

@@ -16,6 +16,7 @@ import functools
 import importlib
 import itertools
 import logging
+import math
 import re
 import threading
 import time
@@ -212,6 +213,11 @@ def _root(exc: BaseException, kinds: type | tuple[type, ...]) -> BaseException |
     return None
 
 
+def retry_backoff(attempt: int) -> float:
+    """How long to wait before the next try of a call that failed ``attempt + 1`` times for a connection reason."""
+    return _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
+
+
 class _Outage:
     """What one storage knows about its connection, across its threads: since when its calls fail, when it answered
     again, and the error it gave up with (every later call fails with it at once: the worker is stopping)."""
@@ -220,7 +226,9 @@ class _Outage:
         self.parsed, self.retry_s = parsed, retry_s
         self.lock = threading.Lock()
         self.failing_since: float | None = None
-        self.answered_again: float | None = None
+        self.answered_again: float | None = None  # when it answered after an outage, or after a silence
+        self.answered_last: float | None = None
+        self.silence_s = math.inf  # a gap between answers this long is a silence (a heartbeat's grace period)
         self.gave_up: AutotuneError | None = None
 
     def call(self, function: Callable, *args, **kwargs):
@@ -235,7 +243,7 @@ class _Outage:
                     raise self._give_up(StorageLost(
                         f"storage {self.parsed} unreachable for {self.retry_s:g} s; fix: bring it back, then rerun "
                         "the same command: the study resumes and retries this worker's trial")) from None  # fmt: skip
-                time.sleep(self.backoff(attempt))
+                time.sleep(retry_backoff(attempt))
         raise AssertionError("unreachable")
 
     def once(self, function: Callable, *args, **kwargs):
@@ -254,9 +262,14 @@ class _Outage:
                 raise
             self._failed(cause)
             raise cause from None
-        if self.failing_since is not None:
-            with self.lock:
-                self.failing_since, self.answered_again = None, time.monotonic()
+        now, recovered = time.monotonic(), self.failing_since is not None
+        with self.lock:
+            # a silence: this process asked nothing for a grace period (it waited through the outage on the budget
+            # lock, say), so it could not have watched the other workers' heartbeats meanwhile either
+            if recovered or (self.answered_last is not None and now - self.answered_last > self.silence_s):
+                self.failing_since, self.answered_again = None, now
+            self.answered_last = now
+        if recovered:
             log.warning("storage %s answers again", self.parsed)
         return result
 
@@ -275,12 +288,8 @@ class _Outage:
             self.gave_up = self.gave_up or error
         return self.gave_up
 
-    @staticmethod
-    def backoff(attempt: int) -> float:
-        return _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
-
     def answered_within(self, seconds: float) -> bool:
-        """Whether the storage came back from an outage less than ``seconds`` ago."""
+        """Whether the storage came back from an outage, or this process from a silence, less than ``seconds`` ago."""
         return self.answered_again is not None and time.monotonic() - self.answered_again < seconds
 
 
@@ -303,6 +312,7 @@ class RetryingStorage(optuna.storages.RDBStorage):
     def __init__(self, url: str, retry_s: float, **kwargs) -> None:
         self.outage = _Outage(make_url(url), retry_s)
         super().__init__(url, **kwargs)
+        self.outage.silence_s = self.grace_period or math.inf
 
     def beat(self, trial_id: int) -> bool:
         """Record the trial's heartbeat once; False where the storage did not answer (the caller tries again)."""
@@ -313,11 +323,11 @@ class RetryingStorage(optuna.storages.RDBStorage):
         return True
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        # Right after an outage every worker's heartbeat is old: the live ones are given a grace period to beat
-        # again, or the first worker back would fail (and run again) the trials of all the others
-        if self.grace_period and self.outage.answered_within(self.grace_period):
-            return []
-        return self.outage.call(super()._get_stale_trial_ids, study_id)
+        # Right after an outage (or this process's own silence) every worker's heartbeat is old: the live ones are
+        # given a grace period to beat again, or the first worker back would fail (and rerun) all the others' trials.
+        # Asked first: this very call may be the one that ends a silence.
+        stale = self.outage.call(super()._get_stale_trial_ids, study_id)
+        return [] if self.grace_period and self.outage.answered_within(self.grace_period) else stale
 
 
 def _retried(name: str) -> Callable:
@@ -332,40 +342,6 @@ def _retried(name: str) -> Callable:
 
 for _name in _RETRIED_CALLS:
     setattr(RetryingStorage, _name, _retried(_name))
-
-
-class Heartbeat:
-    """Records the running trial's heartbeat from a thread (study.optimize does this; we drive ask/tell ourselves).
-    Through an outage it keeps trying (the worker's own calls give up, not its heartbeat), so that the trial is
-    marked alive as soon as the storage answers again; a storage that gave up ends it quietly (the worker says why)."""
-
-    def __init__(self, storage: RetryingStorage, trial_id: int, interval_s: int) -> None:
-        self.storage, self.trial_id, self.interval = storage, trial_id, interval_s
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        failures = 0
-        while not self.stop.is_set():
-            try:
-                answered = self.storage.beat(self.trial_id)
-            except AutotuneError:
-                return  # the storage gave up: the worker's next call says so, in one line
-            except Exception as exc:  # a thread's traceback would be all the user sees of it
-                log.warning("heartbeat of trial id %d stopped: %s", self.trial_id, shorten(str(exc), 200))
-                return
-            failures = 0 if answered else failures + 1
-            self.stop.wait(self.interval if answered else min(self.interval, _Outage.backoff(failures)))
-
-    def __enter__(self) -> Heartbeat:
-        if self.interval:  # 0: no heartbeats (a study that no other worker watches, e.g. a benchmark's)
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        if self.thread.is_alive():
-            self.thread.join()
 
 
 @contextlib.contextmanager

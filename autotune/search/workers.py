@@ -33,11 +33,12 @@ from autotune.evidence.notes import save_trial_note, trial_note
 from autotune.records import Outcome
 from autotune.search import budget, names, stopping, trial_queue
 from autotune.search.backends import engine_for
+from autotune.search.heartbeat import Heartbeat
 from autotune.search.locks import budget_lock
 from autotune.search.objective import REASON_LIMIT, Objective
 from autotune.search.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
 from autotune.search.status import StatusCallback, no_status
-from autotune.search.storage import Heartbeat, unwritable
+from autotune.search.storage import unwritable
 from autotune.search.study import (
     DEFAULT_TRIALS,
     PreparedStudy,

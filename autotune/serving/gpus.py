@@ -78,8 +78,10 @@ class GpuPool:
         """Hold ``count`` of the pool's GPUs (waiting until that many are free) for the duration of the block.
         ``typical_trial_s``: how long the study's trials take, for how long a waiting one lets smaller ones pass."""
         if count > len(self.gpus):
-            raise UsageError(f"this launch needs {count} GPUs, the worker has {len(self.gpus)} ({','.join(self.gpus)}); "
-                             "fix: give the worker more GPUs (--gpus) or bound the space's parallel sizes")
+            raise UsageError(
+                f"this launch needs {count} GPUs, the worker has {len(self.gpus)} ({','.join(self.gpus)}); "
+                "fix: give the worker more GPUs (--gpus) or bound the space's parallel sizes"
+            )
         patience_s = max(_MIN_PATIENCE_S, _PATIENCE_TRIALS * (typical_trial_s or 0.0))
         held, waiting_since = None, self.clock.monotonic()
         with self._waiting(count):

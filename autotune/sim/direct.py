@@ -49,7 +49,9 @@ def simulate(model: StepModel, requests: list[BenchRequest], offsets: list[float
         duration, events = scheduler.step()
         if duration <= 0 and not events:
             # a real engine refuses such a request (too long for its KV cache): the configuration's failure, recorded
-            raise StartupFailure(FailureKind.OOM, "a request fits neither the batch nor the KV cache: the simulator made no progress")
+            raise StartupFailure(
+                FailureKind.OOM, "a request fits neither the batch nor the KV cache: the simulator made no progress"
+            )
         now += duration
         for event in events:
             record = records[event.request.handle]  # type: ignore[index]

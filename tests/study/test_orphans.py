@@ -140,6 +140,28 @@ def test_a_stale_trial_of_another_host_counts_its_engine_until_its_last_heartbea
     assert frozen.user_attrs["node_minutes"] == pytest.approx(30.0, abs=0.1)  # SQLite keeps heartbeats to the second
 
 
+def test_a_worker_back_from_its_own_silence_gives_the_others_a_grace_period_first(tmp_path) -> None:
+    """Seen in CI: a worker that waited out a PostgreSQL outage on the budget lock made no storage call meanwhile, so
+    its storage never saw the outage; back, it took every other worker's 8-s-old heartbeat for a dead worker's."""
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db", heartbeat_s=1)
+    study = optuna.create_study(storage=storage)
+    trial = study.ask()
+    trial.set_user_attr("worker_process", TunerProcess(host="h", boot_id="b", pid=4242, started=1).model_dump())
+    storage.record_heartbeat(trial._trial_id)
+    session = storage.scoped_session()
+    beat = rdb_models.TrialHeartbeatModel.where_trial_id(trial._trial_id, session, True)
+    beat.heartbeat -= datetime.timedelta(seconds=8)  # nobody could beat through the outage
+    session.commit()
+    session.close()
+    outage = storage.outage
+    outage.answered_last -= outage.silence_s + 1  # this process last heard the storage before the outage
+    assert end_dead_workers_trials(study) == []  # the others get their grace period to beat again
+    assert study._storage.get_trial(trial._trial_id).state.name == "RUNNING"
+    outage.answered_again -= outage.silence_s  # the grace period passed, and this trial never beat again
+    assert end_dead_workers_trials(study) == [trial.number]
+    assert study._storage.get_trial(trial._trial_id).state.name == "FAIL"
+
+
 def _running(study: optuna.Study, tuner: TunerProcess, engine_pgid: int) -> optuna.Trial:
     trial = study.ask()
     trial.set_user_attr("worker_process", tuner.model_dump())
