@@ -1,4 +1,5 @@
-"""Benchmark requests: random token prompts of exact lengths, ShareGPT conversations, or a JSONL file of prompts.
+"""Benchmark requests: random token prompts of exact lengths, ShareGPT conversations, a JSONL file of prompts, or a
+mix of request classes (each one of those) interleaved in one benchmark (``autotune.space.mix``).
 
 Lengths are counted with the model's own tokenizer (``tokenizers`` reading tokenizer.json, no transformers). Every
 dataset is deterministic for a seed. A file is read bounded and streaming (``autotune.bench.dataset_files``), and
@@ -7,6 +8,8 @@ dataset is deterministic for a seed. A file is read bounded and streaming (``aut
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import random
@@ -19,29 +22,37 @@ from tokenizers import Tokenizer
 from autotune.bench.dataset_files import count_records, json_array_items, jsonl_lines, shuffled_first
 from autotune.engines.models import load_tokenizer as load_tokenizer  # also read by engines (which import no bench)
 from autotune.errors import UsageError
+from autotune.space.mix import RequestClass, class_counts, mix_counts
 from autotune.space.schema import Workload
 
 # vllm bench's ShareGPT filter: drop prompts or completions under 4 tokens, prompts over 1024, pairs over 2048.
 SHAREGPT_MIN_LEN, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = 4, 1024, 2048
 _ADJUST_ROUNDS, _FRESH_STARTS = 10, 20
+_CLASS_SHAPE = {"dataset", "path", "input_len", "output_len", "range_ratio", "prefix_len"}  # a class's own fields
 
 
 @dataclass(frozen=True)
 class BenchRequest:
-    """One request: the prompt, its length in tokens (None when no tokenizer counted it), the output length asked."""
+    """One request: the prompt, its length in tokens (None when no tokenizer counted it), the output length asked;
+    in a mix, the name of its class."""
 
     prompt: str
     prompt_len: int | None
     output_len: int
+    request_class: str | None = None
 
 
-def build_requests(workload: Workload, tokenizer: Tokenizer | None, seed: int | None = None) -> list[BenchRequest]:
+def build_requests(workload: Workload, tokenizer: Tokenizer | None, seed: int | None = None,
+                   every_class: bool = True) -> list[BenchRequest]:  # fmt: skip
     """The workload's requests; ``seed`` overrides the workload's (a different seed per repeat avoids prefix-cache hits).
+    A mix sends each class at least once, unless ``every_class`` is False (a warm-up of fewer requests than classes).
 
     Raises:
         UsageError: a tokenizer or a file is missing, or the file gives no prompts (``check``).
     """
     seed = workload.seed if seed is None else seed
+    if workload.dataset == "mix":
+        return mix_requests(workload, tokenizer, seed, every_class)
     if workload.dataset == "random":
         if tokenizer is None:
             raise UsageError("the random dataset needs the model's tokenizer; fix: pass --tokenizer PATH")
@@ -62,6 +73,16 @@ def check(workload: Workload) -> None:
     Raises:
         UsageError: naming the file (and the line), with the fix.
     """
+    if workload.dataset == "mix":
+        mix_counts(workload.classes, workload.num_prompts)
+        for request_class in workload.classes:
+            try:
+                check(class_workload(workload, request_class, 1, workload.seed))
+            except UsageError as exc:
+                raise UsageError(
+                    f"class {request_class.name}: {str(exc).replace('workload.path', 'its path')}"
+                ) from None
+        return
     if workload.dataset == "random":
         return
     path = dataset_path(workload)
@@ -69,6 +90,47 @@ def check(workload: Workload) -> None:
         count_records(path, _sharegpt_pairs(path))
     else:
         count_records(path, (_jsonl_record(path, number, line, workload) for number, line in jsonl_lines(path)))
+
+
+def class_workload(workload: Workload, request_class: RequestClass, count: int, seed: int) -> Workload:
+    """The workload of one class of a mix: its dataset and lengths, ``count`` prompts, the seed of the class's
+    prompts (``class_seed``); everything else the mix's."""
+    shape = request_class.model_dump(include=_CLASS_SHAPE)
+    return workload.model_copy(update=shape | {"classes": None, "num_prompts": count, "seed": seed})
+
+
+def class_seed(seed: int, name: str) -> int:
+    """The seed of one class's prompts: its own (classes of one shape get different prompts), the same whatever the
+    order or number of the other classes."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}/{name}".encode(), digest_size=8).digest(), "big")
+
+
+def mix_requests(workload: Workload, tokenizer: Tokenizer | None, seed: int, every_class: bool = True,
+                 ) -> list[BenchRequest]:  # fmt: skip
+    """A mix's requests: each class's own (``mix_counts`` of them: exact), interleaved in an order shuffled by
+    ``seed``; each request names its class. Without ``every_class``, a class may get none (``class_counts``).
+
+    Raises:
+        UsageError: a class would get no request, its dataset needs what is missing, or gives fewer prompts than
+            its share (a ShareGPT file whose conversations the length filter drops).
+    """
+    classes, total = workload.classes, workload.num_prompts
+    counts = mix_counts(classes, total) if every_class else class_counts([c.share for c in classes], total)
+    queues = []
+    for request_class, count in zip(classes, counts, strict=True):
+        if not count:
+            queues.append(iter(()))
+            continue
+        own = build_requests(class_workload(workload, request_class, count, class_seed(seed, request_class.name)),
+                             tokenizer)  # fmt: skip
+        if len(own) < count:
+            raise UsageError(f"class {request_class.name} of the mix: its dataset gives {len(own)} usable prompts, "
+                             f"its share is {count} of {total}; fix: a larger file, or fewer "
+                             "num_prompts")  # fmt: skip
+        queues.append(iter([dataclasses.replace(r, request_class=request_class.name) for r in own[:count]]))
+    order = [index for index, count in enumerate(counts) for _ in range(count)]
+    random.Random(seed).shuffle(order)
+    return [next(queues[index]) for index in order]
 
 
 def dataset_path(workload: Workload) -> Path:

@@ -7,15 +7,24 @@ benchmark.json artifact is byte for byte what it was when results were dicts).
 
 A performance model that predicts only some metrics (a table of measured results, aiconfigurator) gives a result
 with only those: a field it does not give is absent from ``to_vllm_json`` and None as an attribute.
+
+A benchmark of mixed traffic (``dataset: mix``, ``autotune.space.mix``) adds ``classes``: one ``ClassResult`` per
+request class, with the same metric names computed over that class's requests (rates over the whole benchmark's
+duration, so the classes' throughputs add up to the overall), its share and the number of its requests sent
+(``num_prompts``). ``slo_checks`` judges a result on the objective's SLOs (the whole benchmark) and each class's own.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+
+if TYPE_CHECKING:
+    from autotune.space.schema import Workload
 
 # percentiles asked for besides 50/90/99 (``autotune bench --percentiles 95,99.9``) give fields of this form
 _EXTRA_PERCENTILE = re.compile(r"p\d+(\.\d+)?_(ttft|tpot|itl|e2el)_ms")
@@ -84,6 +93,8 @@ class BenchmarkResult(BaseModel):
     latencies: list[float] | None = None
     start_times: list[float] | None = None
     errors: list[str] | None = None
+    # a mix's result per request class (``dataset: mix``), in the workload's order of classes
+    classes: list[ClassResult] | None = None
 
     _order: tuple[str, ...] = PrivateAttr(default=())
 
@@ -110,6 +121,8 @@ class BenchmarkResult(BaseModel):
     def to_vllm_json(self) -> dict[str, Any]:
         """vllm bench's JSON of this result: the fields it was given, in the order given (a copy)."""
         data = self.model_dump(exclude_unset=True)
+        if self.classes is not None:
+            data["classes"] = [result.to_vllm_json() for result in self.classes]
         ordered = {name: data[name] for name in self._order if name in data}
         return ordered | {name: value for name, value in data.items() if name not in ordered}
 
@@ -123,3 +136,69 @@ class BenchmarkResult(BaseModel):
     def saturated(self) -> bool:
         """Whether the client could not keep its timing (the measurement describes the client, not the server)."""
         return bool((self.client or {}).get("saturated", False))
+
+    def class_result(self, name: str) -> ClassResult | None:
+        """The result of the mix's class ``name``, or None (no such class, or not a mix)."""
+        return next((result for result in self.classes or [] if result.name == name), None)
+
+    def slo_checks(self, workload: Workload, slo: Mapping[str, float]) -> list[SloCheck]:
+        """Every SLO this result is judged on: ``slo`` (the objective's, ms by metric) on the whole benchmark, and in
+        a mix each class's own ``slo`` on that class's metrics."""
+        checks = [SloCheck(metric=metric, limit=limit, measured=self.metric(metric)) for metric, limit in slo.items()]
+        for request_class in workload.classes or []:
+            measured = self.class_result(request_class.name)
+            checks += [SloCheck(metric=metric, limit=limit, request_class=request_class.name,
+                                measured=measured.metric(metric) if measured is not None else None)
+                       for metric, limit in request_class.slo.items()]  # fmt: skip
+        return checks
+
+    def slo_misses(self, workload: Workload, slo: Mapping[str, float]) -> list[SloCheck]:
+        """The SLOs of ``slo_checks`` this result misses (none: it is feasible on its SLOs)."""
+        return [check for check in self.slo_checks(workload, slo) if check.missed]
+
+    def slo_violations(self, workload: Workload, slo: Mapping[str, float], cap: float = 1.0) -> dict[str, float]:
+        """The graded violation of each SLO by its constraint name (``SloCheck.key``), at most ``cap``: what a trial
+        reports to Optuna (``space.mix.slo_keys`` names them before any is measured)."""
+        return {check.key: min(check.violation, cap) for check in self.slo_checks(workload, slo)}
+
+
+class ClassResult(BenchmarkResult):
+    """One request class of a mix: its name and share (of the shares' sum), ``num_prompts`` its requests sent, and
+    the metrics of those requests, in the overall result's names."""
+
+    name: str
+    share: float
+
+
+class SloCheck(BaseModel):
+    """One SLO judged on one result: the limit (ms) on a metric of the whole benchmark or of one class of a mix."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    limit: float
+    measured: float | None  # None: the result has no such metric (or no such class): the SLO is missed
+    request_class: str | None = None  # None: the whole benchmark
+
+    @property
+    def key(self) -> str:
+        """The constraint's name: ``slo:<metric>``, or ``slo:<class>:<metric>`` for a class's own."""
+        return f"slo:{self.metric}" if self.request_class is None else f"slo:{self.request_class}:{self.metric}"
+
+    @property
+    def violation(self) -> float:
+        """(measured − limit) / limit: positive when missed (graded: barely over is small), inf when unmeasured."""
+        return math.inf if self.measured is None else (self.measured - self.limit) / self.limit
+
+    @property
+    def missed(self) -> bool:
+        return self.violation > 0
+
+    def text(self) -> str:
+        """E.g. ``rag: p99_ttft_ms 4210.0 > 4000``."""
+        measured = "unmeasured" if self.measured is None else f"{self.measured:.1f}"
+        where = f"{self.request_class}: " if self.request_class else ""
+        return f"{where}{self.metric} {measured} {'>' if self.missed else '<='} {self.limit:g}"
+
+
+BenchmarkResult.model_rebuild()

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from autotune.bench.client import ClientOptions, RequestRecord, arrival_offsets, run_requests
 from autotune.bench.datasets import BenchRequest, build_requests
 from autotune.bench.metrics import client_health, compute_metrics, per_request_lists, result_header
+from autotune.bench.mix import class_metrics
 from autotune.bench.results import BenchmarkResult
 from autotune.bench.shards import run_sharded
 from autotune.space.schema import Workload
@@ -102,7 +103,7 @@ def run_benchmark(
     requests = requests if requests is not None else build_requests(workload, tokenizer, seed)
     if workload.warmup_requests:
         warm = workload.model_copy(update={"num_prompts": workload.warmup_requests})
-        warmup = build_requests(warm, tokenizer, seed + _WARMUP_SEED_OFFSET)
+        warmup = build_requests(warm, tokenizer, seed + _WARMUP_SEED_OFFSET, every_class=False)
         asyncio.run(run_requests(options, warmup, [0.0] * len(warmup), workload.max_concurrency))
     offsets = arrival_offsets(len(requests), workload.request_rate, workload.burstiness, seed)
     checkpoints = _Checkpoints(len(requests), on_progress, checkpoint_every)
@@ -124,4 +125,5 @@ def run_benchmark(
     result["client"] = client_health(lags, result["median_itl_ms"]) | {"shards": shards}
     if include_requests:
         result |= per_request_lists(records)
+    result |= class_metrics(workload, requests, records, end - start, goodput, percentiles)
     return BenchmarkResult.from_vllm_json(result)

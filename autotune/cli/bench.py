@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from autotune.bench import datasets
 from autotune.bench.client import ClientOptions, bearer
 from autotune.bench.metrics import format_block
+from autotune.bench.mix import format_classes
 from autotune.bench.runner import run_benchmark
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UsageError
@@ -32,7 +33,16 @@ def bench(
         Path | None, typer.Option(help="tokenizer.json or a model directory (random/sharegpt need it)")
     ] = None,
     endpoint: Annotated[str, typer.Option(help="/v1/completions or /v1/chat/completions")] = "/v1/completions",
-    dataset: Annotated[str, typer.Option(help="random, sharegpt or jsonl")] = "random",
+    dataset: Annotated[str, typer.Option(help="random, sharegpt, jsonl or mix (of --class)")] = "random",
+    request_class: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--class",
+            help="a class of mixed traffic, repeatable (makes the dataset mix): its fields as "
+            "KEY=VALUE,...: name, share, input_len, output_len, range_ratio, prefix_len, dataset, path, and "
+            "SLOs by metric (p99_ttft_ms=500); e.g. name=chat,share=0.7,input_len=1000,output_len=200",
+        ),
+    ] = None,
     dataset_path: Annotated[Path | None, typer.Option(help="ShareGPT JSON or JSONL prompts")] = None,
     input_len: Annotated[int, typer.Option(help="random: input tokens")] = 1024,
     output_len: Annotated[int, typer.Option(help="output tokens (random, jsonl default)")] = 128,
@@ -71,8 +81,11 @@ def bench(
 ) -> None:
     """Benchmark a running OpenAI-compatible server; exit 1 when it is unreachable or every request failed."""
     adapter = get_engine(engine)  # strict servers (transformers) refuse ignore_eos and read max_tokens
+    classes = [parse_class(item) for item in request_class] if request_class else None
+    dataset = "mix" if classes and dataset == "random" else dataset
     try:
-        workload = Workload(dataset=dataset, path=str(dataset_path) if dataset_path else None, endpoint=endpoint,
+        workload = Workload(dataset=dataset, path=str(dataset_path) if dataset_path else None, classes=classes,
+                            endpoint=endpoint,
                             input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len,
                             num_prompts=num_prompts, request_rate=request_rate, burstiness=burstiness,
                             max_concurrency=max_concurrency, ignore_eos=ignore_eos, warmup_requests=warmup_requests,
@@ -80,6 +93,10 @@ def bench(
                             extra_body=parse_extra_body(extra_body))  # fmt: skip
     except ValidationError as exc:
         error = exc.errors()[0]
+        if error["loc"][0] == "classes":  # the class (1 first) and its key, e.g. --class #2 share
+            where = "".join(f" #{p + 1}" if isinstance(p, int) else f" {p}" for p in error["loc"][1:])
+            raise UsageError(f"--class{where}: {error['msg'].removeprefix('Value error, ')}; fix: "
+                             "--class name=NAME,share=S,... (`autotune bench --help`)") from None  # fmt: skip
         flag = "--" + "-".join(map(str, error["loc"])).replace("_", "-")
         raise UsageError(f"{flag} {error['input']}: {error['msg'].lower()}; fix: {flag} with a value it accepts "
                          f"(`autotune bench --help`)") from None  # fmt: skip
@@ -98,6 +115,8 @@ def bench(
     if save_result:
         save_result.write_text(json.dumps(result.to_vllm_json()))
     print(json.dumps(result.to_vllm_json()) if as_json else format_block(result, printed))
+    if result.classes and not as_json:
+        print(format_classes(result, workload))
     if result.saturated:
         print(f"warning: the client could not keep its timing (event-loop lag p50 {result.client['event_loop_lag_p50_ms']:.1f} ms); "
               "use --shards N", file=sys.stderr)  # fmt: skip
@@ -121,6 +140,23 @@ def parse_goodput(items: list[str]) -> dict[str, float]:
                 f"--goodput {item!r}: expected METRIC:MS with METRIC in {', '.join(_GOODPUT_METRICS)}"
             ) from None
     return slos
+
+
+def parse_class(item: str) -> dict:
+    """``"name=chat,share=0.7,input_len=1000,output_len=200,p99_ttft_ms=500"`` → a request class's fields (the
+    metric names, ``slo``'s); the schema checks their values."""
+    fields: dict = {}
+    for part in item.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--class {item!r}: expected KEY=VALUE,..., e.g. --class "
+                             "name=chat,share=0.7,input_len=1000,output_len=200")  # fmt: skip
+        if key.endswith("_ms"):
+            fields.setdefault("slo", {})[key] = value.strip()
+        else:
+            fields[key] = value.strip()
+    return fields
 
 
 def parse_headers(items: list[str]) -> dict[str, str]:

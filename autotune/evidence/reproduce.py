@@ -18,6 +18,7 @@ from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.engines.base import API_KEY_FLAG
+from autotune.space.mix import RequestClass
 from autotune.space.schema import Workload
 
 DEFAULT_PORT = 8000
@@ -69,10 +70,14 @@ def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int =
         argv += ["--dataset-path", workload.path]
     if tokenizer := _tokenizer(config, workload):
         argv += ["--tokenizer", tokenizer]
+    for request_class in workload.classes or []:
+        argv += ["--class", class_flag(request_class)]
     if workload.dataset == "random":
         argv += ["--input-len", str(workload.input_len), "--range-ratio", str(workload.range_ratio),
                  "--prefix-len", str(workload.prefix_len)]  # fmt: skip
-    argv += ["--output-len", str(workload.output_len), "--num-prompts", str(workload.num_prompts)]
+    if workload.dataset != "mix":  # a mix's lengths are its classes'
+        argv += ["--output-len", str(workload.output_len)]
+    argv += ["--num-prompts", str(workload.num_prompts)]
     if workload.request_rate != math.inf:
         argv += ["--request-rate", str(workload.request_rate)]
     argv += ["--burstiness", str(workload.burstiness)]
@@ -89,10 +94,18 @@ def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int =
     return argv
 
 
+def class_flag(request_class: RequestClass) -> str:
+    """``autotune bench --class``'s value for one class of a mix: its fields as KEY=VALUE, its SLOs by metric."""
+    fields = request_class.model_dump(exclude={"slo"}, exclude_defaults=True)  # name and share have no default
+    return ",".join(f"{key}={value}" for key, value in (fields | request_class.slo).items())
+
+
 def vllm_bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT) -> list[str]:
     """The same measurement as ``vllm bench serve`` would take it (its own prompts of the same lengths; JSONL prompts
     as its ``custom`` dataset, which takes one output length for all)."""
     config, workload = _config(trial), measured_workload(study, trial)
+    if workload.dataset == "mix":
+        return ["echo", "vllm bench serve has no mixed dataset (dataset: mix): reproduce with the autotune bench line"]
     chat = workload.endpoint.endswith("chat/completions")
     argv = ["vllm", "bench", "serve", "--backend", "openai-chat" if chat else "openai",
             "--base-url", f"http://127.0.0.1:{port}", "--endpoint", workload.endpoint, "--model", config.model]  # fmt: skip

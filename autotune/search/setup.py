@@ -77,14 +77,19 @@ def set_up(study: optuna.Study, space: SearchSpace, space_path: Path, first: lis
 
 def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None:
     study.set_metric_names([m.name for m in space.objective.metrics])
-    # the space's absolute path: `study validate` from any directory; the digest last: the description is whole
+    # the space's absolute path: `study validate` from any directory; the digest last: the description is whole;
+    # a workload that is not a mix is stored as it was before mixes (no `classes`)
+    unmixed = {"classes"} if space.workload.classes is None else None
     records.write_study(study, space_path=str(Path(space_path).resolve()), space_name=space.name,
                         objective=space.objective.model_dump(mode="json"),
-                        workload=space.workload.model_dump(mode="json"), space_digest=_digest(space))  # fmt: skip
+                        workload=space.workload.model_dump(mode="json", exclude=unmixed),
+                        space_digest=_digest(space))  # fmt: skip
 
 
 def _digest(space: SearchSpace) -> str:
-    return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:16]
+    # a space without a mix digests as it did before mixes: a study made then goes on
+    unmixed = {"workload": {"classes"}} if space.workload.classes is None else None
+    return hashlib.sha256(space.model_dump_json(exclude=unmixed).encode()).hexdigest()[:16]
 
 
 def baseline_params(space: SearchSpace, engine: str) -> dict:

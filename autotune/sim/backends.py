@@ -40,6 +40,8 @@ def to_model_time(result: dict, time_scale: float) -> dict:
     """A result measured against a server running ``time_scale`` × real time, in the model's own time."""
     scaled = dict(result)
     for key, value in result.items():
+        if key == "classes" and isinstance(value, list):  # a mix's classes: each one a result
+            scaled[key] = [to_model_time(entry, time_scale) for entry in value]
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue
         if key.endswith("_ms"):

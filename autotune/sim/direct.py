@@ -13,6 +13,7 @@ from collections import deque
 from autotune.bench.client import RequestRecord, arrival_offsets
 from autotune.bench.datasets import BenchRequest
 from autotune.bench.metrics import compute_metrics, result_header
+from autotune.bench.mix import class_metrics
 from autotune.errors import FailureKind, StartupFailure
 from autotune.sim.scheduler import Scheduler, SimRequest, StepModel
 from autotune.space.schema import Workload
@@ -89,5 +90,6 @@ def direct_benchmark(model: StepModel, workload: Workload, requests: list[BenchR
     result = result_header(model_name, "simulated-words", len(requests), rate if rate != math.inf else "inf",
                            workload.burstiness, workload.max_concurrency)  # fmt: skip
     result |= compute_metrics(records, duration)
+    result |= class_metrics(workload, requests, records, duration)
     result["client"] = {"simulated": True, "mode": "direct", "saturated": False}
     return result

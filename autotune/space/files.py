@@ -121,15 +121,15 @@ def check_dataset(space: SearchSpace, source: str | Path) -> None:
     export does not need the file (nor does another machine that reads the study).
 
     Raises:
-        SpaceError: at ``workload.path``, naming the file (and the line) and the fix.
-    """
+        SpaceError: at ``workload.path`` (a mix: ``workload.classes``), naming the file (and the line) and the fix."""
     from autotune.bench.datasets import check
 
     try:
         check(space.workload)
     except UsageError as exc:
         problem, _, fix = str(exc).partition("; fix: ")
-        raise SpaceError(str(source), "workload.path", problem, fix or "check the file") from None
+        raise SpaceError(str(source), "workload.classes" if space.workload.classes else "workload.path", problem,
+                         fix or "check the file") from None  # fmt: skip
 
 
 # ---- pydantic errors -> one line ---------------------------------------------------------------------------------

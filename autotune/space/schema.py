@@ -28,6 +28,8 @@ from pydantic import (
 
 from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
 from autotune.errors import UsageError
+from autotune.space.metrics import LatencyMetric, ThroughputMetric
+from autotune.space.mix import MixClasses
 
 if TYPE_CHECKING:  # only in annotations: the simulator's server process starts without importing optuna
     import optuna
@@ -225,8 +227,9 @@ class Simulation(_Strict):
 class Workload(_Strict):
     """The benchmark each trial runs (vllm bench serve's options)."""
 
-    dataset: Literal["random", "sharegpt", "jsonl"] = "random"
+    dataset: Literal["random", "sharegpt", "jsonl", "mix"] = "random"
     path: str | None = None
+    classes: MixClasses = None  # dataset mix: the request classes sent together, their shares (autotune.space.mix)
     endpoint: Literal["/v1/completions", "/v1/chat/completions"] = "/v1/completions"
     input_len: PositiveInt = 1024
     output_len: PositiveInt = 128
@@ -253,14 +256,6 @@ class Workload(_Strict):
             raise ValueError("holds a credential; fix: launch the engine with its API key (vLLM: VLLM_API_KEY in "
                              "the environment, or --api-key in extra_args): autotune sends that key itself")  # fmt: skip
         return headers
-
-
-ThroughputMetric = Literal[
-    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s"
-]
-LatencyMetric = Literal[
-    tuple(f"{stat}_{name}_ms" for name in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90", "p99"))
-]
 
 
 class ObjectiveMetric(_Strict):

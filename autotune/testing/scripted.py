@@ -26,7 +26,8 @@ HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the fi
 HTTP 500 and the log says CUDA out of memory; the server stays up and serves lighter loads),
 ``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header), ``SCRIPTED_RECORD=FILE``
 (appends ``start PID TIME CUDA_VISIBLE_DEVICES`` as it starts and ``stop PID TIME`` at SIGTERM: which GPUs each
-launch was given, and when it held them). Like vLLM, ``--api-key KEY`` or
+launch was given, and when it held them). ``--request-log FILE`` appends ``PROMPT_TOKENS MAX_TOKENS`` for each
+completion request received (what a client sent, counted on the server's side). Like vLLM, ``--api-key KEY`` or
 ``VLLM_API_KEY`` makes ``/v1/*`` answer 401 to a request without ``Authorization: Bearer KEY`` (``/health`` stays
 open). The first completion request's fields and header names are logged, so a test can see what a client sent.
 It is a scripted server, not an engine.
@@ -154,8 +155,13 @@ class ScriptedServer:
     required_header: tuple[str, str] | None = None
     logged_first = False
 
+    request_log = None  # an open file: one line per request received
+
     def on_request(self, transport: asyncio.Transport, request: dict) -> None:
         self.requests += 1
+        if self.request_log is not None:
+            stream = _Stream(self, transport, request)
+            self.request_log.write(f"{stream.prompt_tokens} {stream.total}\n")
         if self.die_after is not None and self.requests > self.die_after:
             os._exit(1)
         if self.hang:
@@ -253,7 +259,7 @@ def _record(path: str, line: str) -> None:
 
 @contextlib.contextmanager
 def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1, cpu: int | None = None,
-            port: int | None = None):  # fmt: skip
+            port: int | None = None, request_log: Path | None = None):  # fmt: skip
     """The scripted server as a subprocess (on ``port`` or a free one), through the ServerProcess every engine launch
     uses; yields it ready."""
     # imported here: the server process itself starts without autotune's heavier modules
@@ -263,7 +269,8 @@ def serving(workdir: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int
 
     port = port or free_port()
     argv = [sys.executable, "-m", "autotune.testing.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms),
-            "--itl-ms", str(itl_ms), "--burst", str(burst), *(["--cpu", str(cpu)] if cpu is not None else [])]  # fmt: skip
+            "--itl-ms", str(itl_ms), "--burst", str(burst), *(["--cpu", str(cpu)] if cpu is not None else []),
+            *(["--request-log", str(request_log)] if request_log is not None else [])]  # fmt: skip
     ready = lists_model("/health", ScriptedServer.model_name)
     with ServerProcess(LaunchSpec(tuple(argv)), workdir, port, ready) as server:
         server.wait_ready(30)
@@ -282,10 +289,14 @@ def main() -> None:
     parser.add_argument(
         "--cpu", type=int, help="pin the server to this CPU (so a client on another core is measured alone)"
     )
+    parser.add_argument("--request-log", help="append PROMPT_TOKENS MAX_TOKENS for each request received")
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    asyncio.run(ScriptedServer(args.port, args.ttft_ms, args.itl_ms, args.burst).serve())
+    server = ScriptedServer(args.port, args.ttft_ms, args.itl_ms, args.burst)
+    with open(args.request_log, "a", buffering=1) if args.request_log else contextlib.nullcontext() as log:
+        server.request_log = log
+        asyncio.run(server.serve())
 
 
 if __name__ == "__main__":
