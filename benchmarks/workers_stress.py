@@ -36,7 +36,12 @@ samples at the first suggest, in the objective. Storage = the main thread's time
 included (it reads the study's trials to find duplicates, the incumbent and learned rules). The scaling runs (fresh
 studies of ``--scaling-trials``, no kills) give throughput (finished trials / seconds from the first trial's start to
 the last one's end) and the overhead at each worker count; the first (1 worker) is the anchor. On a machine with
-fewer cores than workers, CPU sharing is part of what is measured.
+fewer cores than workers, CPU sharing is part of what is measured (the core count is printed).
+
+Storage calls per trial: each RDBStorage method the main thread calls (not again for the methods it calls itself),
+and each of autotune's batched writes (``autotune.records.batch.one_call``: several attributes in one transaction) as
+one; SQL: the statements the main thread sends (SQLAlchemy's ``before_cursor_execute``), the budget lock's included.
+A trial made 70 calls before the batched writes (2026-12-01/03) and about 52 after (results/workers_stress-2026-12-03.txt).
 """
 
 from __future__ import annotations
@@ -83,8 +88,8 @@ class _Timer:
     """Sums the time spent in wrapped calls during one trial; writes one line per trial."""
 
     def __init__(self, sink) -> None:
-        self.sink, self.parts, self.since = sink, dict.fromkeys((*PARTS[3:-1], "objective", "calls"), 0), None
-        self.cpu_since, self.depth = time.process_time(), 0
+        self.sink, self.parts, self.since = sink, dict.fromkeys((*PARTS[3:-1], "objective", "calls", "sql"), 0), None
+        self.cpu_since, self.depth, self.methods = time.process_time(), 0, {}
 
     def storage(self, function):
         """A storage method: its time counts once (not again for the methods it calls), on the main thread only
@@ -95,12 +100,18 @@ class _Timer:
                 return function(*args, **kwargs)
             self.depth += 1
             self.parts["calls"] += 1
+            self.methods[function.__name__] = self.methods.get(function.__name__, 0) + 1
             try:
                 return self.wrap("storage", function)(*args, **kwargs)
             finally:
                 self.depth -= 1
 
         return timed
+
+    def statement(self, *_args) -> None:
+        """A SQL statement sent (SQLAlchemy's ``before_cursor_execute``) by the main thread: the lock's included."""
+        if threading.current_thread() is threading.main_thread():
+            self.parts["sql"] += 1
 
     def wrap(self, part: str, function):
         def timed(*args, **kwargs):
@@ -133,10 +144,17 @@ class _Timer:
                 return run_trial(study, storage, trial, *args, **kwargs)
             finally:
                 now, cpu = time.perf_counter(), time.process_time()
-                record = {"trial": trial.number, "cycle": now - self.since, "cpu": cpu - self.cpu_since, **self.parts}
+                record = {
+                    "trial": trial.number,
+                    "cycle": now - self.since,
+                    "cpu": cpu - self.cpu_since,
+                    **self.parts,
+                    "methods": self.methods,
+                }
                 self.sink.write(json.dumps(record) + "\n")
                 self.sink.flush()
                 self.parts, self.since, self.cpu_since = dict.fromkeys(self.parts, 0.0), now, cpu
+                self.methods = {}
 
         return timed
 
@@ -160,6 +178,11 @@ def run_worker(argv: list[str]) -> None:
     for name, method in list(vars(rdb).items()):
         if inspect.isfunction(method) and not name.startswith("__"):  # not the static methods
             setattr(rdb, name, timer.storage(method))
+    with contextlib.suppress(ImportError):  # autotune's batched writes (one transaction each) count as one call
+        from autotune.records import batch
+
+        batch.one_call = timer.storage(batch.one_call)
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", timer.statement)
     sys.argv = ["autotune", *argv]
     cli_main()
 
@@ -356,14 +379,17 @@ def per_trial(records: list[dict]) -> dict:
     """Means per trial: milliseconds of each part (overhead = cycle − objective), and storage calls."""
     rows = [r | {"overhead": r["cycle"] - r["objective"]} for r in records]
     if not rows:
-        return dict.fromkeys((*PARTS, "calls"), math.nan)
+        return dict.fromkeys((*PARTS, "calls", "sql"), math.nan) | {"methods": {}}
     means = {part: 1000 * statistics.fmean(r[part] for r in rows) for part in PARTS}
-    return means | {"calls": statistics.fmean(r["calls"] for r in rows)}
+    methods = sorted({name for r in rows for name in r.get("methods", {})})
+    by_method = {name: sum(r.get("methods", {}).get(name, 0) for r in rows) / len(rows) for name in methods}
+    return means | {"calls": statistics.fmean(r["calls"] for r in rows),
+                    "sql": statistics.fmean(r.get("sql", 0) for r in rows), "methods": by_method}  # fmt: skip
 
 
 HEADER = (f"{'run':<22} {'workers':>7} {'trials/s':>8} {'vs 1':>6} {'cycle':>6} {'objective':>9} {'overhead':>8} "
           f"{'vs 1':>6} {'lock wait':>9} {'held':>5} {'busy':>5} {'ask':>5} {'tell':>5} {'storage':>7} {'calls':>5} "
-          f"{'CPU':>5}")  # fmt: skip
+          f"{'SQL':>5} {'CPU':>5}")  # fmt: skip
 
 
 def row_line(label: str, run: Run, rate: float, anchor: tuple[float, dict]) -> str:
@@ -371,7 +397,7 @@ def row_line(label: str, run: Run, rate: float, anchor: tuple[float, dict]) -> s
     return (f"{label:<22} {run.workers:>7} {rate:>8.2f} {rate / anchor[0]:>5.2f}x {ms['cycle']:>6.0f} "
             f"{ms['objective']:>9.0f} {ms['overhead']:>8.0f} {ms['overhead'] / anchor[1]['overhead']:>5.1f}x "
             f"{ms['lock_wait']:>9.0f} {ms['lock_held']:>5.0f} {rate * ms['lock_held'] / 1000:>5.2f} {ms['ask']:>5.0f} {ms['tell']:>5.0f} {ms['storage']:>7.0f} "
-            f"{ms['calls']:>5.0f} {ms['cpu']:>5.0f}")  # fmt: skip
+            f"{ms['calls']:>5.1f} {ms['sql']:>5.0f} {ms['cpu']:>5.0f}")  # fmt: skip
 
 
 def stress_lines(run: Run, rate: float) -> list[str]:
@@ -402,7 +428,19 @@ def scaling_line(rates: dict[int, float]) -> str:
     counts = sorted(rates)
     stop = next((a for a, b in itertools.pairwise(counts) if rates[b] < 1.1 * rates[a]), counts[-1])
     listed = ", ".join(f"{n}: {rates[n]:.2f}" for n in counts)
-    return f"throughput (trials/s) by workers: {listed}; more workers than {stop} add less than 10% (cores: {os.cpu_count()})"
+    return f"throughput (trials/s) by workers: {listed}; more workers than {stop} add less than 10% ({_cores()})"
+
+
+def _cores() -> str:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"cores: {os.cpu_count()} ({usable} usable by this process)"
+
+
+def calls_line(rows: list) -> str:
+    """Storage calls per trial by worker count, and the methods that make most of them (the first run's)."""
+    listed = ", ".join(f"{'stress ' if run.kills else ''}{run.workers} w: {ms['calls']:.1f}" for run, _, ms in rows)
+    top = sorted(rows[0][2]["methods"].items(), key=lambda item: -item[1])[:6]
+    return f"storage calls per trial: {listed}; most: " + ", ".join(f"{name} {n:.1f}" for name, n in top)
 
 
 def main() -> None:
@@ -427,7 +465,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         args.space = direct_quickstart(tmp, num_prompts=200)
-        print(f"seed {args.seed}; space: quickstart in direct mode; PostgreSQL; heartbeat 1 s\n{HEADER}", flush=True)
+        print(f"seed {args.seed}; space: quickstart in direct mode; PostgreSQL; heartbeat 1 s; {_cores()}\n{HEADER}",
+              flush=True)  # fmt: skip
         try:
             plan = [(f"scaling ({args.scaling_trials} trials)", int(w), args.scaling_trials, 0)
                     for w in args.scaling.split(",") if w]  # fmt: skip
@@ -447,12 +486,15 @@ def main() -> None:
     print(
         "(ms per trial per worker, means; trials/s of the study as a whole; vs 1: against the first row; held: the\n"
         " budget lock held (the ask runs in it); busy: share of the run's time some worker held it, 1.00 = saturated;\n"
-        " storage: time in RDBStorage calls, objective's included; calls: RDBStorage calls per trial; CPU: worker's)"
+        " storage: time in RDBStorage calls, objective's included; calls: storage calls per trial (RDBStorage\n"
+        " methods and autotune's batched writes, autotune.records.batch.one_call, each one call); SQL: statements\n"
+        " sent per trial, the budget lock's included; CPU: worker's)"
     )
     stress, stress_rate, stress_ms = rows[-1]
     print("\n".join(["", *stress_lines(stress, stress_rate), ""]))
     if len(rates) > 1:
         print(scaling_line(rates))
+    print(calls_line(rows))
     print(
         f"overhead per trial: {stress_ms['overhead']:.0f} ms at {stress.workers} workers (stress run) vs "
         f"{rows[0][2]['overhead']:.0f} ms at {rows[0][0].workers} (first row): "

@@ -8,6 +8,8 @@ import optuna
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from autotune.records import batch
+
 BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines included)
 RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time)
 FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
@@ -69,12 +71,14 @@ def _fits(model: type[BaseModel], value: Any) -> bool:
 
 
 def write_study(study: optuna.Study, **fields: Any) -> None:
-    """Store ``fields`` of the study's record (StudyRecord's names and types), one at a time in the order given."""
+    """Store ``fields`` of the study's record (StudyRecord's names and types), in one storage call
+    (``autotune.records.batch``: one transaction, all of them or none)."""
     record = StudyRecord.model_validate(fields)
+    attrs: dict[str, Any] = {}
     for name in fields:
         if name == "learned_rules":
             for rule_name, rule in record.learned_rules.items():
-                study.set_user_attr(RULE_PREFIX + rule_name.removeprefix("learned:"), rule.model_dump())
+                attrs[RULE_PREFIX + rule_name.removeprefix("learned:")] = rule.model_dump()
             continue
-        alias = StudyRecord.model_fields[name].alias or name
-        study.set_user_attr(alias, getattr(record, name))
+        attrs[StudyRecord.model_fields[name].alias or name] = getattr(record, name)
+    batch.set_study_user_attrs(study._storage, study._study_id, attrs)

@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.errors import FailureKind
+from autotune.records import batch
 from autotune.records.outcome import Outcome
 from autotune.text import shorten
 
@@ -197,16 +198,21 @@ def stored(**fields: Any) -> dict[str, Any]:
 
 
 def write(trial: optuna.Trial, **fields: Any) -> None:
-    """Store ``fields`` of the trial's record (TrialRecord's names and types) as its user attributes, one at a time
-    in the order given (a trial stopped part-way keeps what was written before)."""
-    for name, value in stored(**fields).items():
-        trial.set_user_attr(name, value)
+    """Store ``fields`` of the trial's record (TrialRecord's names and types) as its user attributes, in one storage
+    call (``autotune.records.batch``: one transaction, all of them or none; a trial stopped part-way keeps what
+    earlier writes stored)."""
+    attrs = stored(**fields)
+    if not isinstance(trial, optuna.Trial):  # a FrozenTrial being built (tests, an import): no storage
+        for name, value in attrs.items():
+            trial.set_user_attr(name, value)
+        return
+    batch.set_trial_user_attrs(trial.storage, trial._trial_id, attrs)
+    trial._cached_frozen_trial.user_attrs.update(attrs)  # as ``Trial.set_user_attr`` keeps the trial's own view
 
 
 def write_stored(storage: optuna.storages.BaseStorage, trial_id: int, **fields: Any) -> None:
     """``write`` through a storage, for a trial this process does not run (a dead worker's)."""
-    for name, value in stored(**fields).items():
-        storage.set_trial_user_attr(trial_id, name, value)
+    batch.set_trial_user_attrs(storage, trial_id, stored(**fields))
 
 
 def fixed_marks(trial: FrozenTrial) -> dict[str, Any]:

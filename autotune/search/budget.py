@@ -184,7 +184,12 @@ def exhausted(study: optuna.Study, catalogue: LaunchCatalogue) -> str | None:
         if all(key in tried or broken_learned_rule(study, params) is not None
                for key, params in configurations.items()):  # fmt: skip
             return "every configuration was tried"
-    if _non_launch_run(trials, records.StudyRecord.of(study).budget_raised) >= NON_LAUNCH_RUN_LIMIT:
+    # the budget's last raise only shortens the run: the study's record (one more storage call) is read only when
+    # the run without it is long enough
+    if (
+        _non_launch_run(trials, None) >= NON_LAUNCH_RUN_LIMIT
+        and _non_launch_run(trials, records.StudyRecord.of(study).budget_raised) >= NON_LAUNCH_RUN_LIMIT
+    ):
         return f"the last {NON_LAUNCH_RUN_LIMIT} trials in a row found no untried configuration"
     return None
 

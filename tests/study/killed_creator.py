@@ -12,6 +12,7 @@ import sys
 import optuna
 
 from autotune.cli import main
+from autotune.records import batch
 
 KILL_ENV = "KILL_BEFORE_WRITE"
 # RDBStorage's methods that write (Optuna's cached storage makes a trial through the private one)
@@ -35,6 +36,8 @@ def _kill_before(nth: int) -> None:
     for name, method in list(vars(storage).items()):
         if inspect.isfunction(method) and name.startswith(_WRITES):
             setattr(storage, name, wrap(method))
+    # autotune's batched writes (several attributes in one transaction) are one write each
+    batch.one_call = wrap(batch.one_call)
 
 
 if __name__ == "__main__":

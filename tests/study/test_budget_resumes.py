@@ -30,7 +30,8 @@ def test_a_huge_budget_starts_trials_at_once_and_stops_at_the_timeout(tmp_path, 
     assert f"timeout: no trial started after 3 s; {launches} launches of a budget of {HUGE}; " in done.stderr
     assert len(report["trials"]) < 1000  # trials made as they start, not in advance
     # the name stays usable: --more adds to the budget (it was a list of that many slots: a MemoryError)
-    more = autotune("study", "run", str(space), "--study", "huge", "--more", str(HUGE), "--timeout", "1",
+    # 5 s, not 1: the timeout counts from the run's start, and a loaded CI machine took over a second to set up
+    more = autotune("study", "run", str(space), "--study", "huge", "--more", str(HUGE), "--timeout", "5",
                     studies=studies, timeout=240)  # fmt: skip
     assert more.returncode == 0, more.stderr
     again = show("huge", studies)
@@ -47,11 +48,12 @@ def test_more_adds_a_huge_number_of_launches_to_a_study(tmp_path, studies) -> No
     assert show("more", studies)["budget"]["budget"] == HUGE + 2
 
 
-@pytest.mark.parametrize("killed_before", [1, 2, 7, 8, 9, 11, 12, 13, 15])
+@pytest.mark.parametrize("killed_before", [1, 2, 3, 4, 5, 7, 8, 9, 11])
 def test_a_study_whose_creator_was_killed_during_set_up_resumes(tmp_path, studies, killed_before) -> None:
-    # the quickstart study's writes to the storage: 1 the study, 2 its metric names, 3-7 its description (the
-    # space's digest last), 8-10 its three baselines queued, 11 the mark that they were, 12 its budget; then the first
-    # trial: 13 its heartbeat (still WAITING), 14 RUNNING (killed before 15: a running trial of a dead worker)
+    # the quickstart study's writes to the storage: 1 the study, 2 its metric names, 3 its description (one
+    # transaction, the space's digest with it: whole or absent), 4-6 its three baselines queued, 7 the mark that they
+    # were, 8 its budget; then the first trial: 9 its heartbeat (still WAITING), 10 RUNNING (killed before 11: a
+    # running trial of a dead worker)
     space = direct_quickstart(tmp_path, num_prompts=50)
     argv = ("study", "run", str(space), "--study", "s", "--n-trials", "4", "--seed", "1")
     killed = autotune(*argv, studies=studies, env_extra={KILL_ENV: str(killed_before)}, timeout=240,
@@ -65,4 +67,4 @@ def test_a_study_whose_creator_was_killed_during_set_up_resumes(tmp_path, studie
     baselines = [t["params"]["engine"] for t in report["trials"] if t["baseline"] and t["state"] != "FAIL"]
     assert sorted(baselines) == ["sglang", "trtllm", "vllm"]
     assert {t["state"] for t in report["trials"]} <= {"COMPLETE", "PRUNED", "WAITING", "FAIL"}
-    assert [t["number"] for t in report["trials"] if t["state"] == "FAIL"] == ([0] if killed_before == 15 else [])
+    assert [t["number"] for t in report["trials"] if t["state"] == "FAIL"] == ([0] if killed_before == 11 else [])
