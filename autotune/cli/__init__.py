@@ -72,9 +72,10 @@ def _options(
 
 
 def _register() -> None:
-    from autotune.cli import bench, command, dashboard, doctor, init, space, study
+    from autotune.cli import bench, command, dashboard, doctor, init, space, study, upgrade
     from autotune.cli.knobs import knobs_command
 
+    study.app.command(name="upgrade")(upgrade.upgrade_command)  # here: the upgrade uses study's printing
     app.add_typer(space.app, name="space")
     app.command(name="bench")(bench.bench)
     app.add_typer(study.app, name="study")

@@ -29,8 +29,19 @@ def init(
         list[str] | None, typer.Option(help="engine to include: vllm, sglang or trtllm; repeatable (default: vllm)")
     ] = None,
     workload: Annotated[
-        str, typer.Option(help="sharegpt, or random:IN:OUT for random prompts of IN tokens in and OUT out")
-    ] = "random:1024:256",
+        list[str] | None,
+        typer.Option(
+            help="sharegpt, or random:IN:OUT for random prompts of IN tokens in and OUT out (default "
+            "random:1024:256); repeatable: every launch is measured on each, the study tunes their mix"
+        ),
+    ] = None,
+    seed_suite: Annotated[
+        bool,
+        typer.Option(
+            help="the seed study's six workloads (ShareGPT, very long, long, medium, short prompts, generation-heavy), "
+            "lengths scaled to the model's context: one launch command for all"
+        ),
+    ] = False,
     slo: Annotated[
         list[str] | None, typer.Option(help="latency limit METRIC=MS, e.g. p99_tpot_ms=50; repeatable")
     ] = None,
@@ -47,7 +58,8 @@ def init(
     """Write a search space for your model and machine: the layouts that fit, the knobs that apply, each commented
     with why. The file validates; check it with `autotune space show FILE`, run it with `autotune study run FILE`."""
     request = Request(model=model, gpus=len(parse_gpus(gpus)), gpu_memory_gb=gpu_memory_gb, engines=tuple(engine or ["vllm"]),
-                      workload=workload, slo=tuple(slo or ()), gpu=gpu, simulate=simulate)  # fmt: skip
+                      workloads=tuple(workload or ()), seed_suite=seed_suite, slo=tuple(slo or ()), gpu=gpu,
+                      simulate=simulate)  # fmt: skip
     text = write_space(request)
     if output is None:
         print(text, end="")

@@ -84,7 +84,7 @@ def summarize(space: SearchSpace) -> dict[str, Any]:
         "engines": engines,
         "workload": space.workload.model_dump(mode="json"),
         "objective": space.objective.model_dump(mode="json"),
-    }
+    } | ({"workloads": [w.model_dump(mode="json") for w in space.workloads]} if space.workloads else {})
 
 
 def _model_note(model: str) -> str:

@@ -13,11 +13,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.best_view import print_best
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
+from autotune.cli.warm import WARM_HELP, WARM_STORAGE_HELP, print_warm, warm_sources
+from autotune.cli.workloads_view import (
+    mix_fields,
+    print_mix_best,
+    print_workloads,
+    workload_misses,
+    workload_slos,
+    workloads_text,
+)
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
-from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, printed_launch, shell_script
+from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, shell_script
+from autotune.evidence.mix_table import is_mix_study, workload_rows
 from autotune.evidence.reproduce import (
     DEFAULT_PORT,
     OPENAI_KEY_ENV,
@@ -86,6 +97,8 @@ def run(
             "seeing its own (CUDA_VISIBLE_DEVICES); default: the space's hardware.gpus given to one trial at a time",
         ),
     ] = None,
+    warm_start: Annotated[str | None, typer.Option(metavar="STUDY[,STUDY...]|auto", help=WARM_HELP)] = None,
+    warm_start_storage: Annotated[str | None, typer.Option(metavar="URL", help=WARM_STORAGE_HELP)] = None,
 ) -> None:
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -102,12 +115,14 @@ def run(
             raise UsageError("--executable needs a one-engine space; fix: set engines.<name>.executable in the space")
         executables[next(iter(space.engines))] = shlex.split(executable)
     settings = Settings()
+    console = Console(stderr=True)
+    sources = warm_sources(warm_start, warm_start_storage, space, name, console)
     options = RunOptions(name=name, storage=storage_url(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s, gpus=parse_gpus(gpus) if gpus else None,
-                         budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60)  # fmt: skip
+                         budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60,
+                         warm_start=sources)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
-    console = Console(stderr=True)
     with StudyProgress(console, options.budget_node_minutes) as progress:
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
@@ -115,12 +130,13 @@ def run(
                               lambda study: progress.node_progress(study_counts(study)), progress.status)  # fmt: skip
         else:
             prepared = prepare_study(space, space_file, options, progress.status)
+            print_warm(console, prepared.study)
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
                 study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
     if stopped := budget.stop_line(result, budget.LaunchCatalogue(space)) or _timeout_line(result, options):
         console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
-    _print_best(result)
+    print_best(result)
 
 
 def _timeout_line(study: optuna.Study, options: RunOptions) -> str | None:
@@ -156,46 +172,14 @@ def _outcome(trial: optuna.trial.FrozenTrial) -> str:
     levels = len(record.benchmarks)
     swept = f" at {load} ({levels} loads measured on one launch)" if levels > 1 else (f" at {load}" if load else "")
     slo = "" if feasible(trial) else " (misses the SLO)"
+    if record.workloads:  # several workloads: the mix, and each workload's relative
+        stopped = f" (stopped early: at most {record.mix_bound:.3f})" if record.mix_bound is not None else ""
+        return f"mix {trial.values[0]:.3f}{stopped}{slo}{dup}: {workloads_text(trial)}"
     return f"{trial.values[0]:.1f}{swept}{slo}{dup}"
 
 
 def _load_text(load: dict | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (load or {}).items())
-
-
-def _print_best(study: optuna.Study) -> None:
-    best = best_trial(study)
-    if best is None:
-        raise AutotuneError(f"study {study.study_name!r}: no feasible trial (every configuration failed or was rejected); "
-                            f"see `autotune study show {study.study_name}`")  # fmt: skip
-    record = TrialRecord.of(best)
-    simulated = "SIMULATED " if record.simulated is not None else ""
-    metric = study.metric_names[0] if study.metric_names else "value"
-    print(f"{simulated}best: trial {best.number}, {metric} = {best.values[0]:.2f}")
-    notes = file_notes(ServerConfig.model_validate(record.config)) if record.config is not None else []
-    print("".join(f"{note}\n" for note in notes) + printed_launch(record.launch))
-    Console().print(_baseline_table(study, best, simulated))
-
-
-def _baseline_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
-    """The seed study's evidence table (autotune.evidence.report.baseline_rows), for the terminal."""
-    from autotune.evidence.report import baseline_rows
-
-    rows = baseline_rows(study, best)
-    # the gain columns' headers explain themselves at length: under the table, so that the columns stay narrow
-    gains = [column for column in rows.columns if column.startswith("best vs this")]
-    table = Table(title=f"{simulated}baseline vs best ({study.study_name})", caption="; ".join(gains))
-    short = {
-        gain: "best vs this" + (f" ({name})" if len(gains) > 1 else "")
-        for gain, name in zip(gains, study.metric_names or ["value"], strict=False)
-    }
-    for column in rows.columns:
-        table.add_column(
-            short.get(column, column), justify="left" if column in ("configuration", "outcome") else "right"
-        )
-    for row in rows.itertuples(index=False):
-        table.add_row(*row)
-    return table
 
 
 @app.command(name="list")
@@ -238,7 +222,9 @@ def show(
     name = study.study_name
     slos = StudyRecord.of(study).slo
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    rows = [_trial_row(t) | {"slo_miss": slo_miss_text(t, slos)} for t in trials.values()]
+    per_workload = workload_slos(study)
+    rows = [_trial_row(t) | {"slo_miss": workload_misses(t, per_workload) if per_workload else slo_miss_text(t, slos)}
+            for t in trials.values()]  # fmt: skip
     console = Console()
     if trial_number is not None:
         if trial_number not in trials:
@@ -254,30 +240,37 @@ def show(
     on_failures = round(sum(r["node_minutes"] or 0 for r in rows if r["failure_kind"]), 2)
     rules = learned_rules(study)
     if as_json:
+        warm = StudyRecord.of(study).model_dump(include={"warm_sources", "warm_weights", "upgrade_of", "identity"})
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
-                          "node_minutes_on_failures": on_failures, "learned_rules": rules,
+                          "node_minutes_on_failures": on_failures, "learned_rules": rules, "warm": warm,
                           "budget": budget.summary(study).model_dump()}, indent=1, default=str))  # fmt: skip
         return
     print_trials(console, name, rows)
+    if per_workload:
+        print_workloads(console, list(trials.values()))
     console.print(budget.summary_line(study))
     console.print("failures by kind: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     console.print(f"node-minutes: {total:.1f} in all, {on_failures:.1f} on failures")
     for rule_id, rule in rules.items():
         reason = shorten(rule["reason"], 100)
-        console.print(f"learned rule '{rule_id}' (trial {rule['trial']}, {rule['kind']}): {reason}")
+        origin = f"trial {rule['trial']}" if rule["inherited_from"] is None else f"from {rule['inherited_from']}"
+        console.print(f"learned rule '{rule_id}' ({origin}, {rule['kind']}): {reason}")
+    print_warm(console, study)
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
     """The trial as `study show` shows it (and prints with --json): its record's fields, flat."""
     r = TrialRecord.of(t)
     failure_kind = None if r.failure_kind is None else str(r.failure_kind)
-    return {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": r.baseline,
+    row = {"number": t.number, "state": t.state.name, "feasible": feasible(t), "baseline": r.baseline,
             "prior": r.prior, "engine": r.engine, "params": t.params, "values": t.values, "load": r.load,
             "launched": r.launched, "benchmarks": [level.stored() for level in r.benchmarks],
             "node_minutes": r.node_minutes, "failure_kind": failure_kind, "rejected_by": r.rejected_by,
             "taught_rule": r.taught_rule, "duplicate_of": r.duplicate_of, "launch_s": r.launch_s,
             "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
-            "gpu_memory_mib": r.gpu_memory_mib}  # fmt: skip
+            "gpu_memory_mib": r.gpu_memory_mib, "warm_of": r.warm_of, "warm_predicted": r.warm_predicted,
+            "rechecks": r.rechecks}  # fmt: skip
+    return row | mix_fields(r)
 
 
 def _register_validate() -> None:
@@ -347,8 +340,9 @@ def best(
                           "load": record.load if record.load is not None else {},
                           "simulated": record.simulated is not None,
                           "launch": launch, "docker": docker_run(config, secret_env, port), "bench": bench,
-                          "vllm_bench": vllm_bench, "api_key_env": key_env,
-                          "files_needed": config.files_needed()}, indent=1))  # fmt: skip
+                          "vllm_bench": vllm_bench, "api_key_env": key_env, "files_needed": config.files_needed()}
+                         | ({"mix": record.mix, "workloads": [row.model_dump() for row in workload_rows(study, trial)]}
+                            if is_mix_study(study) else {}), indent=1))  # fmt: skip
         return
     if docker_only:
         print(container_text(config, secret_env, port))
@@ -357,8 +351,14 @@ def best(
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
     metric = study.metric_names[0] if study.metric_names else "value"
     load = _load_text(record.load)
+    if is_mix_study(study):
+        load = ""  # a load per workload: the table below
+        metric = f"the mix ({record.mix}) of each workload's {metric} relative to its baseline"
     print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}" + (f" at {load}" if load else ""))
     print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
+    if is_mix_study(study):  # one command for every workload: the table says what it gains and costs on each
+        print_mix_best(study, trial, "SIMULATED " if record.simulated is not None else "", port)
+        return
     print("# reproduce the measurement (once the server above is ready):")
     if key_env == OPENAI_KEY_ENV:
         print(f"# the server takes --api-key: set {OPENAI_KEY_ENV} to that key first")

@@ -33,6 +33,7 @@ from autotune.evidence.validate import (
     load_text,
     misses_text,
     seed_suite,
+    study_suite,
     validate,
 )
 from autotune.search.ranking import best_of, best_trial, maximizes
@@ -81,8 +82,11 @@ def validate_command(
     if set_:
         changed = ServerConfig.model_validate(contenders["candidate"].config.model_dump() | parse_assignments(set_))
         contenders["candidate"] = Contender(changed, contenders["candidate"].load,
-                                            f"{contenders['candidate'].source} with --set")  # fmt: skip
-    suite = _workloads(workloads) if workloads else seed_suite(space, context_of(contenders["reference"].config))
+                                            f"{contenders['candidate'].source} with --set",
+                                            contenders["candidate"].workload_loads)  # fmt: skip
+    # a study of several workloads validates on its own; else the seed's six
+    suite = (_workloads(workloads) if workloads else study_suite(space) if space.is_mix
+             else seed_suite(space, context_of(contenders["reference"].config)))  # fmt: skip
     for named in suite:  # a bad prompt file is refused before any launch
         datasets.check(named.workload)
     objective = _objective(study, space)
@@ -100,7 +104,7 @@ def validate_command(
             label: contender.config.knobs(),
             f"{label}_load": contender.load,
             f"{label}_source": contender.source,
-        }
+        } | ({f"{label}_workload_loads": contender.workload_loads} if contender.workload_loads else {})
     record["rows"] = rows
     (Settings().studies_dir / name / "validate.json").write_text(json.dumps(record, indent=1, default=str))
     if as_json:
@@ -112,7 +116,7 @@ def validate_command(
 
 def _plan(contenders: dict[str, Contender], objective: Objective, workloads: int, repeats: int) -> str:
     """One line: what is compared, at which loads, under which SLOs, and how many measurements that takes."""
-    sides = ", ".join(f"{label} {c.source} at {load_text(c.load)}" for label, c in contenders.items())
+    sides = ", ".join(f"{label} {c.source} at {_loads_text(c)}" for label, c in contenders.items())
     slo = ", ".join(f"{metric} ≤ {limit:g}" for metric, limit in objective.slo.items()) or "none"
     return (f"validate: {sides}; SLOs: {slo}; {workloads} workload(s) × {repeats} repeats × {len(contenders)} "
             f"configurations")  # fmt: skip
@@ -165,8 +169,16 @@ def _contender(study: optuna.Study, space: SearchSpace, which: str) -> Contender
     point = space.point_from_params(trial.params)
     role = "" if which.isdigit() else f" ({which})"
     if (load := records.chosen_load(trial)) is not None:
-        return Contender(point.server, dict(load), f"trial {trial.number}{role}")
+        per_workload = {r.name: dict(r.load) for r in records.workload_results(trial) if r.load is not None}
+        return Contender(point.server, dict(load), f"trial {trial.number}{role}", per_workload)
     return Contender(point.server, dict(point.client), f"trial {trial.number}{role}, which served no load")
+
+
+def _loads_text(contender: Contender) -> str:
+    """The contender's load, or each workload's of a several-workload study (``chat: max_concurrency=16, ...``)."""
+    if not contender.workload_loads:
+        return load_text(contender.load)
+    return "; ".join(f"{name}: {load_text(load)}" for name, load in contender.workload_loads.items())
 
 
 def _workloads(path: Path) -> list[NamedWorkload]:
@@ -187,7 +199,7 @@ def _table(rows: list[dict], simulated: str, confidence: float, contenders: dict
     latency = next(iter(objective.slo), "mean_tpot_ms")  # the first SLO's metric, else mean TPOT
     short = {"total_token_throughput": "tok/s", "output_throughput": "output tok/s"}.get(metric, metric)
     title = f"{simulated}reference vs candidate: {short} and {latency} (mean ± {confidence:.0%} interval)"
-    caption = "; ".join(f"{label}: {c.source} at {load_text(c.load)}" for label, c in contenders.items())
+    caption = "; ".join(f"{label}: {c.source} at {_loads_text(c)}" for label, c in contenders.items())
     slo = ", ".join(f"{m} ≤ {limit:g}" for m, limit in objective.slo.items())
     table = Table(title=title, caption=f"{caption}; SLOs: {slo or 'none'}")
     for column in ("workload", f"reference {short}", latency, f"candidate {short}", latency, "gain", "verdict", "SLOs"):

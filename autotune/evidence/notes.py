@@ -44,7 +44,7 @@ def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
         parts += ["**Launch command**", f"```sh\n{printed_launch(record.launch)}\n```"]
     else:
         parts.append("Not launched.")
-    parts += _loads(record) + _metrics(record, objective)
+    parts += _workloads(record) + _loads(record) + _metrics(record, objective)
     return "\n\n".join(parts) + "\n"
 
 
@@ -52,6 +52,13 @@ def _headline(trial: optuna.trial.FrozenTrial, record: TrialRecord, outcome: Out
               objective: Objective) -> str:  # fmt: skip
     reason = record.failure_reason or ""
     metrics = record.metrics
+    if record.workloads and outcome in (Outcome.MEASURED, Outcome.MISSES_SLO):
+        stopped = f"; stopped early: at most {record.mix_bound:.3f}" if record.mix_bound is not None else ""
+        missed = [w.name for w in record.workloads if w.measured and not w.feasible]
+        misses = f"; misses its SLO on {', '.join(missed)}" if missed else ""
+        return (f"**{outcome.text}**: the mix ({record.mix}) of {len(record.workloads)} workloads' "
+                f"{_metric_names(objective)[0]} relative to the baseline = {(trial.values or [0])[0]:.3f}"
+                f"{stopped}{misses}.")  # fmt: skip
     if outcome == Outcome.MEASURED:
         return f"**{outcome.text}**: {_objective_values(trial, objective)}."
     if outcome == Outcome.MISSES_SLO:
@@ -91,19 +98,37 @@ def _metric_names(objective: Objective) -> list[str]:
     return [metric.name for metric in objective.metrics]
 
 
+def _workloads(record: TrialRecord) -> list[str]:
+    """A row per workload of a several-workload trial: its chosen load, throughput, relative, feasibility."""
+    if not record.workloads:
+        return []
+    rows = ["| workload | weight | load | value | relative | feasible |", "|---|---|---|---|---|---|"]
+    for w in record.workloads:
+        if w.skipped:
+            rows.append(f"| {w.name} | {w.weight:g} | skipped: could not lift the mix above the incumbent | | | |")
+            continue
+        value = f"{w.value:.1f}" if w.value is not None else w.failure_kind or ""
+        relative = f"{w.relative:.3f}" if w.relative is not None else ""
+        load = _load_text(w.load) if w.load is not None else ""
+        rows.append(f"| {w.name} | {w.weight:g} | {load} | {value} | {relative} | {'yes' if w.feasible else 'no'} |")
+    return [f"**Workloads** ({len(record.workloads)})", "\n".join(rows)]
+
+
 def _loads(record: TrialRecord) -> list[str]:
-    """The chosen load, and a row for every load measured (lightest first)."""
+    """The chosen load, and a row for every load measured (lightest first; by workload with several)."""
     benchmarks: list[LoadRecord] = record.benchmarks
-    parts = [f"**Load**: {_load_text(record.load)}"] if record.load is not None else []
+    parts = [f"**Load**: {_load_text(record.load)}"] if record.load is not None and not record.workloads else []
     if not benchmarks:
         return parts
-    rows = ["| load | value | feasible | note |", "|---|---|---|---|"]
+    several = bool(record.workloads)
+    rows = ["| workload " * several + "| load | value | feasible | note |", "|---" * several + "|---|---|---|---|"]
     for level in benchmarks:
         value = f"{level.value:.1f}" if level.value is not None else ""
         missed = [f"misses {name.removeprefix('slo:')}" for name, v in (level.violations or {}).items()
                   if v > 0 and level.measured]  # fmt: skip
         note = ", ".join(filter(None, [level.failure_kind, "stopped early" * level.stopped_early, *missed]))
-        rows.append(f"| {_load_text(level.load)} | {value} | {'yes' if level.feasible else 'no'} | {note} |")
+        named = f"| {level.workload} " if several else ""
+        rows.append(f"{named}| {_load_text(level.load)} | {value} | {'yes' if level.feasible else 'no'} | {note} |")
     return [*parts, f"**Loads measured** ({len(benchmarks)})", "\n".join(rows)]
 
 

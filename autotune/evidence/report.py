@@ -30,6 +30,7 @@ from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.errors import UsageError
 from autotune.evidence.export import printed_launch
+from autotune.evidence.mix_report import is_mix_study, workload_gain_figure, workload_table_html
 from autotune.records import RECORDED, Outcome, StudyRecord, TrialRecord
 from autotune.search.ranking import feasible, maximizes, ranked
 from autotune.space.schema import load_order
@@ -304,6 +305,7 @@ def figures(study: optuna.Study) -> dict[str, go.Figure]:
         "Parameter importances": importance_figure(study, metric),
         "Per-engine comparison": engine_figure(frame, metric),
         "Where the time went": time_figure(frame),
+        "Per-workload gain": workload_gain_figure(study),  # a several-workload study's
     }  # fmt: skip
     return {title: figure for title, figure in drawn.items() if figure is not None}
 
@@ -380,6 +382,7 @@ def render_html(study: optuna.Study, best: optuna.trial.FrozenTrial | None) -> s
     if best is not None:
         parts += [f"<h2>Best: trial {best.number}, {html.escape(metric)} = {best.values[0]:.2f}</h2>",
                   f"<pre id='best-command'>{html.escape(printed_launch(TrialRecord.of(best).launch))}</pre>",
+                  workload_table_html(study, best) if is_mix_study(study) else
                   baseline_rows(study, best).to_html(index=False, classes="baseline")]  # fmt: skip
     for index, (title, figure) in enumerate(figures(study).items()):
         plot = pio.to_html(figure, full_html=False, include_plotlyjs="inline" if index == 0 else False,

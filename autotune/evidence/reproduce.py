@@ -25,10 +25,15 @@ DEFAULT_PORT = 8000
 OPENAI_KEY_ENV = "OPENAI_API_KEY"  # what vllm bench serve (and autotune bench by default) read the key from
 
 
-def measured_workload(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> Workload:
-    """The workload the trial's value was measured with: the study's, at the trial's chosen load."""
-    stored = records.StudyRecord.of(study).workload or {}
-    return Workload.model_validate(stored | (records.chosen_load(trial) or {}))
+def measured_workload(study: optuna.Study, trial: optuna.trial.FrozenTrial, name: str | None = None) -> Workload:
+    """The workload the trial's value was measured with: the study's, at the trial's chosen load; with ``name``, that
+    workload of a several-workload study at the load the trial chose for it."""
+    study_record = records.StudyRecord.of(study)
+    if name is None:
+        return Workload.model_validate((study_record.workload or {}) | (records.chosen_load(trial) or {}))
+    stored = next(w for w in study_record.workloads or [] if w.get("name") == name)
+    chosen = next((r.load for r in records.workload_results(trial) if r.name == name), None)
+    return Workload.model_validate(stored | (chosen or {}))
 
 
 def launch_on_port(launch: dict, port: int) -> dict:
@@ -61,9 +66,11 @@ def _tokenizer(config: ServerConfig, workload: Workload) -> str | None:
     return config.model if local or workload.dataset != "jsonl" else None
 
 
-def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT) -> list[str]:
-    """The ``autotune bench`` line that measures what the trial measured, against its launch on ``port``."""
-    config, workload = _config(trial), measured_workload(study, trial)
+def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT,
+               workload_name: str | None = None) -> list[str]:  # fmt: skip
+    """The ``autotune bench`` line that measures what the trial measured (of workload ``workload_name``, of several),
+    against its launch on ``port``."""
+    config, workload = _config(trial), measured_workload(study, trial, workload_name)
     argv = ["autotune", "bench", "--base-url", f"http://127.0.0.1:{port}", "--engine", config.engine,
             "--model", config.api_model_name, "--endpoint", workload.endpoint, "--dataset", workload.dataset]  # fmt: skip
     if workload.path:

@@ -62,10 +62,12 @@ class Contender:
     config: ServerConfig
     load: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # of a several-workload study: the load its trial chose for each workload, by name (in place of ``load``)
+    workload_loads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def workload(self, named: NamedWorkload, repeat: int) -> Workload:
-        """``named``'s workload at this contender's load, its prompts seeded for ``repeat``."""
-        load = {} if named.keeps_load else self.load
+        """``named``'s workload at this contender's load (for that workload), its prompts seeded for ``repeat``."""
+        load = {} if named.keeps_load else self.workload_loads.get(named.name, self.load)
         return named.workload.model_copy(update=load | {"seed": named.workload.seed + repeat})
 
 
@@ -100,6 +102,11 @@ def slo_misses(means: dict[str, float], slo: dict[str, float]) -> dict[str, floa
 def misses_text(misses: dict[str, float], slo: dict[str, float]) -> str:
     """``p99_tpot_ms 63.2 > 50``, one per missed SLO."""
     return ", ".join(f"{metric} {value:.1f} > {slo[metric]:g}" for metric, value in misses.items())
+
+
+def study_suite(space: SearchSpace) -> list[NamedWorkload]:
+    """A several-workload space's own workloads, by name: what its study tuned for is what it validates on."""
+    return [NamedWorkload(w.name or f"workload {i}", w) for i, w in enumerate(space.mix_workloads())]
 
 
 def seed_suite(space: SearchSpace, context: int | None) -> list[NamedWorkload]:
@@ -159,7 +166,8 @@ def measure(space: SearchSpace, contender: Contender, suite: list[NamedWorkload]
     backend = serving_backend(space, contender.config.engine)
     config = anchored_paths(contender.config)
     on_workload(None)
-    serving = backend.serve(config, workdir, stall_timeout_s=space.stall_timeout_s, headers=space.workload.headers)
+    headers = space.mix_workloads()[0].headers
+    serving = backend.serve(config, workdir, stall_timeout_s=space.stall_timeout_s, headers=headers)
     with serving as launch:
         try:
             launch.wait_ready(space.startup_timeout_s)

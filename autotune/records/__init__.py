@@ -16,9 +16,14 @@ from autotune.records.studies import (
     BUDGET_ATTR,
     FIRST_QUEUED_ATTR,
     RAISED_ATTR,
+    REFERENCE_PREFIX,
     RULE_PREFIX,
+    InheritedOom,
     LearnedRule,
+    StudyIdentity,
     StudyRecord,
+    WarmMeasurement,
+    WarmWeight,
     write_study,
 )
 from autotune.records.trials import (
@@ -42,12 +47,15 @@ from autotune.records.trials import (
     stored,
     stored_outcome,
     trial_seconds,
+    workload_results,
     write,
     write_stored,
 )
+from autotune.records.workloads import WorkloadRecord
 
-__all__ = ["BUDGET_ATTR", "DUPLICATED", "FIRST_QUEUED_ATTR", "FIXED_MARKS", "RAISED_ATTR", "RECORDED", "RULE_PREFIX",
-           "LearnedRule", "LoadRecord", "Outcome", "StudyRecord", "TrialRecord", "chosen_load", "config_key",
-           "duplicated", "failure_kind", "fixed_marks", "is_baseline", "is_duplicate", "is_simulated", "launched",
-           "node_minutes", "oom_from_level", "public_config", "stored", "stored_outcome", "trial_seconds", "write",
+__all__ = ["BUDGET_ATTR", "DUPLICATED", "FIRST_QUEUED_ATTR", "FIXED_MARKS", "RAISED_ATTR", "RECORDED", "REFERENCE_PREFIX",
+           "RULE_PREFIX", "InheritedOom", "LearnedRule", "LoadRecord", "Outcome", "StudyIdentity", "StudyRecord",
+           "TrialRecord", "WarmMeasurement", "WarmWeight", "WorkloadRecord", "chosen_load", "config_key", "duplicated",
+           "failure_kind", "fixed_marks", "is_baseline", "is_duplicate", "is_simulated", "launched", "node_minutes",
+           "oom_from_level", "public_config", "stored", "stored_outcome", "trial_seconds", "workload_results", "write",
            "write_stored", "write_study"]  # fmt: skip

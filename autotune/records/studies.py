@@ -14,6 +14,9 @@ BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines i
 RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time)
 FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
 RULE_PREFIX = "learned_rule:"  # one attribute per learned rule: workers add rules without a race
+RECHECK_PREFIX = "recheck:"  # one attribute per inherited rule re-checked on this study's version: the trial doing it
+WARM_WEIGHT_PREFIX = "warm_weight:"  # one attribute per update of the warm prior's weight (by trial number)
+REFERENCE_PREFIX = "mix_reference:"  # one attribute per workload's reference: workers add them without a race
 
 
 class LearnedRule(BaseModel):
@@ -25,6 +28,57 @@ class LearnedRule(BaseModel):
     kind: str  # the FailureKind that taught it
     reason: str
     trial: int
+    # where an earlier study taught it (warm start): that study, the engine and version it was learned on. A rule of
+    # another version is re-checked once here (``autotune.search.warm_rules``); None: learned by this study
+    inherited_from: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """As its attribute keeps it: a rule this study learned, in the layout of the studies before warm start."""
+        return self.model_dump(exclude={k for k in _ORIGIN if getattr(self, k) is None})
+
+
+_ORIGIN = ("inherited_from", "engine", "engine_version")
+
+
+class StudyIdentity(BaseModel):
+    """What a study measured on: model family, hardware and each engine's version (``--warm-start auto`` queries it)."""
+
+    model_config = ConfigDict(frozen=True)
+    model_family: str | None = None
+    hardware: dict[str, Any] = Field(default_factory=dict)  # ``autotune.config.Hardware``
+    engines: dict[str, str] = Field(default_factory=dict)  # engine → the version its flags are rendered for
+
+
+class InheritedOom(BaseModel):
+    """An out-of-memory an earlier study saw: its configuration needed too much at load ``level`` and up."""
+
+    model_config = ConfigDict(frozen=True)
+    config: dict[str, Any]  # the public configuration (``TrialRecord.config``)
+    level: int
+    source: str  # "study:trial"
+    engine_version: str | None = None
+
+
+class WarmMeasurement(BaseModel):
+    """One configuration an earlier study measured, as the warm prior learns from it: its parameters and its value
+    relative to that study's best (1.0 = that study's best; a failure is not a measurement and is left out)."""
+
+    model_config = ConfigDict(frozen=True)
+    params: dict[str, Any]
+    relative: float
+    source: str  # "study:trial"
+
+
+class WarmWeight(BaseModel):
+    """The warm prior's weight after a trial: how far this study's own measurements agree with its ranking."""
+
+    model_config = ConfigDict(frozen=True)
+    trial: int
+    weight: float
+    pairs: int  # pairs of this study's measurements compared
+    concordant: int  # of them, ordered as the prior predicted
 
 
 class StudyRecord(BaseModel):
@@ -36,11 +90,21 @@ class StudyRecord(BaseModel):
     space_name: str | None = None
     objective: dict[str, Any] | None = None  # ``autotune.space.schema.Objective``, as the study was run
     workload: dict[str, Any] | None = None  # ``autotune.space.schema.Workload``
+    workloads: list[dict[str, Any]] | None = None  # a several-workload study's ``Workload``s
+    # the reference throughput of each workload (the first baseline's best feasible, else the first trial's)
+    mix_reference: dict[str, float] = Field(default_factory=dict)
     space_digest: str | None = None
     first_queued: bool = Field(False, alias=FIRST_QUEUED_ATTR)
     budget: int | None = Field(None, alias=BUDGET_ATTR)
     budget_raised: str | None = Field(None, alias=RAISED_ATTR)
     learned_rules: dict[str, LearnedRule] = Field(default_factory=dict)  # by name, ``learned:<param>=<value>``
+    identity: StudyIdentity | None = None  # model family, hardware, engine versions (written when it is made)
+    warm_sources: list[str] | None = None  # the studies it was warm-started from ("storage-less" names)
+    warm_measurements: list[WarmMeasurement] | None = None  # what they measured, copied: the warm prior's data
+    inherited_oom: list[InheritedOom] | None = None  # their out-of-memory failures (OOM dominance carries over)
+    upgrade_of: str | None = None  # `study upgrade`: the study of the older version this one re-tunes
+    rechecks: dict[str, int] = Field(default_factory=dict)  # inherited rule name → the trial re-checking it here
+    warm_weights: list[WarmWeight] = Field(default_factory=list)  # the warm prior's weight, trial by trial
 
     @classmethod
     def of(cls, study: optuna.Study) -> StudyRecord:
@@ -48,6 +112,12 @@ class StudyRecord(BaseModel):
         attrs = study.user_attrs
         rules = {"learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items()
                  if key.startswith(RULE_PREFIX)}  # fmt: skip
+        rechecks = {key.removeprefix(RECHECK_PREFIX): n for key, n in attrs.items() if key.startswith(RECHECK_PREFIX)}
+        weights = sorted((w for key, w in attrs.items() if key.startswith(WARM_WEIGHT_PREFIX)),
+                         key=lambda w: w.get("trial", 0) if isinstance(w, dict) else 0)  # fmt: skip
+        references = {key.removeprefix(REFERENCE_PREFIX): value for key, value in attrs.items()
+                      if key.startswith(REFERENCE_PREFIX) and isinstance(value, int | float)}  # fmt: skip
+        attrs = attrs | {"rechecks": rechecks, "warm_weights": weights, "mix_reference": references}
         try:
             return cls.model_validate(attrs | {"learned_rules": rules})
         except pydantic.ValidationError as exc:
@@ -76,9 +146,24 @@ def write_study(study: optuna.Study, **fields: Any) -> None:
     record = StudyRecord.model_validate(fields)
     attrs: dict[str, Any] = {}
     for name in fields:
+        if name == "mix_reference":
+            for workload, value in record.mix_reference.items():
+                study.set_user_attr(REFERENCE_PREFIX + workload, value)
+            continue
         if name == "learned_rules":
             for rule_name, rule in record.learned_rules.items():
-                attrs[RULE_PREFIX + rule_name.removeprefix("learned:")] = rule.model_dump()
+                attrs[RULE_PREFIX + rule_name.removeprefix("learned:")] = rule.stored()
             continue
-        attrs[StudyRecord.model_fields[name].alias or name] = getattr(record, name)
+        if name == "rechecks":
+            for rule_name, trial in record.rechecks.items():
+                attrs[RECHECK_PREFIX + rule_name] = trial
+            continue
+        if name == "warm_weights":
+            for weight in record.warm_weights:
+                attrs[f"{WARM_WEIGHT_PREFIX}{weight.trial}"] = weight.model_dump()
+            continue
+        value = getattr(record, name)
+        if isinstance(value, BaseModel) or (isinstance(value, list) and value and isinstance(value[0], BaseModel)):
+            value = record.model_dump(mode="json", include={name})[name]  # stored as JSON, read back by the model
+        attrs[StudyRecord.model_fields[name].alias or name] = value
     batch.set_study_user_attrs(study._storage, study._study_id, attrs)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from autotune.errors import FailureKind
 from autotune.records import batch
 from autotune.records.outcome import Outcome
+from autotune.records.workloads import WorkloadRecord
 from autotune.text import shorten
 
 RECORDED = ("output_throughput", "total_token_throughput", "median_ttft_ms", "p99_ttft_ms", "mean_ttft_ms",
@@ -41,6 +42,7 @@ class LoadRecord(BaseModel):
     metrics: dict[str, Number] | None = None  # None: the load failed and measured nothing
     violations: dict[str, float] | None = None  # graded SLO constraints by name (``slo:<metric>``)
     stopped_early: bool = False  # the SLO was clearly lost part-way: the metrics so far
+    workload: str | None = None  # which workload of a several-workload study (``TrialRecord.workloads``)
 
     @classmethod
     def from_benchmark(cls, result: Mapping[str, Any] | BaseModel | None, load: Mapping[str, Any],
@@ -71,6 +73,8 @@ class LoadRecord(BaseModel):
             row["violations"] = dict(self.violations)
         if self.stopped_early:
             row["stopped_early"] = True
+        if self.workload is not None:
+            row["workload"] = self.workload
         return row
 
 
@@ -90,6 +94,8 @@ class TrialRecord(BaseModel):
     prior: int | None = None  # its rank among the prior's picks, queued after the baselines
     prior_predicted: float | None = None
     neighbour_of: int | None = None  # queued as an untried neighbour of this trial (``autotune.search.refine``)
+    warm_of: str | None = None  # queued to re-measure an earlier study's trial ("study:trial"; warm start)
+    warm_predicted: float | None = None  # queued by the warm prior: its predicted value relative to the best
     simulated: dict[str, Any] | None = None  # the simulator's settings, for a trial it measured
     # what became of it
     outcome: Outcome | str | None = _word()
@@ -100,6 +106,7 @@ class TrialRecord(BaseModel):
     pruned_at: str | None = None  # "finished/total requests" of its first benchmark
     error: str | None = None  # the tuner's error, for an ``error`` outcome
     taught_rule: str | None = None  # the learned rule its failure taught the study
+    rechecks: str | None = None  # the inherited rule (of another engine version) this launch re-checks
     oom_from_level: int | None = None  # the lightest load index at which it ran out of memory
     # its launch
     launched: bool = False
@@ -117,6 +124,12 @@ class TrialRecord(BaseModel):
     benchmarks: list[LoadRecord] = Field(default_factory=list)  # every load measured, lightest first
     metrics: dict[str, Number] = Field(default_factory=dict)  # the chosen load's metrics: attributes of their name
     client_saturated: bool | None = None
+    # a several-workload study: each workload's result, the mix that made the value, and whether the launch stopped
+    # before measuring them all (those left could not lift the mix above the incumbent)
+    workloads: list[WorkloadRecord] = Field(default_factory=list)
+    mix: str | None = None
+    mix_stopped_early: bool = False
+    mix_bound: float | None = None  # after an early stop: the most the mix could have reached (below the incumbent)
     # what it cost
     node_minutes: float | None = None
     launch_s: float | None = None
@@ -170,10 +183,10 @@ class TrialRecord(BaseModel):
 _FIELDS = frozenset(TrialRecord.model_fields) - {"metrics", "extra"}
 # What marks a fixed configuration: the only attributes a configuration queued again keeps (a dead worker's retry,
 # a launch whose engine was not installed), not the dead attempt's results, log or failure.
-FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of")
+FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of", "warm_of", "warm_predicted")
 # What a duplicate takes of the trial it repeats (its chosen load's throughputs with it).
 DUPLICATED = ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
-              "total_token_throughput")  # fmt: skip
+              "total_token_throughput", "workloads", "mix")  # fmt: skip
 
 
 def _stored(record: TrialRecord, names) -> dict[str, Any]:
@@ -182,8 +195,8 @@ def _stored(record: TrialRecord, names) -> dict[str, Any]:
         value = getattr(record, name)
         if name in ("metrics", "extra"):
             attrs |= value
-        elif name == "benchmarks":
-            attrs[name] = [level.stored() for level in value]
+        elif name in ("benchmarks", "workloads"):
+            attrs[name] = [item.stored() for item in value]
         elif isinstance(value, StrEnum):
             attrs[name] = value.value
         else:
@@ -276,6 +289,14 @@ def is_baseline(trial: FrozenTrial) -> bool:
 def chosen_load(trial: FrozenTrial) -> dict[str, Any] | None:
     """The load the trial's value was measured at (``TrialRecord.load``), or None."""
     return trial.user_attrs.get("load")
+
+
+def workload_results(trial: FrozenTrial) -> list[WorkloadRecord]:
+    """Each workload's result of a several-workload trial ([] for a one-workload trial, or a misfit)."""
+    try:
+        return [WorkloadRecord.model_validate(row) for row in trial.user_attrs.get("workloads") or []]
+    except pydantic.ValidationError:
+        return []
 
 
 def oom_from_level(trial: FrozenTrial) -> int | None:

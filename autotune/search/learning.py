@@ -21,6 +21,7 @@ from autotune import records
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine
 from autotune.errors import FailureKind
+from autotune.search import warm_rules
 from autotune.text import shorten
 
 LEARNABLE = (FailureKind.UNSUPPORTED, FailureKind.BAD_FLAG, FailureKind.CRASH)
@@ -43,16 +44,45 @@ def rule_name(param: str, value: Any) -> str:
 
 
 def learned_rules(study: optuna.Study) -> dict[str, dict]:
-    """The study's learned rules by name: ``{param, value, kind, reason, trial}`` (``records.LearnedRule``)."""
-    return {name: rule.model_dump() for name, rule in records.StudyRecord.of(study).learned_rules.items()}
+    """The study's learned rules by name: ``{param, value, kind, reason, trial}`` (``records.LearnedRule``), with
+    where an inherited one came from and its state here (``warm_rules.rule_state``)."""
+    record = records.StudyRecord.of(study)
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)} if record.rechecks else {}
+    return {name: rule.model_dump() | {"state": warm_rules.rule_state(record, name, rule, trials).text}
+            for name, rule in record.learned_rules.items()}  # fmt: skip
 
 
-def broken_learned_rule(study: optuna.Study, params: dict[str, Any]) -> dict | None:
-    """The learned rule ``params`` (Optuna's, of a trial) break, or None."""
-    for name, rule in learned_rules(study).items():
-        if rule["param"] in params and params[rule["param"]] == rule["value"]:
-            return rule | {"name": name}
-    return None
+def broken_learned_rule(study: optuna.Study, params: dict[str, Any], trial: optuna.Trial | None = None) -> dict | None:
+    """The learned rule ``params`` (Optuna's, of a trial) break, or None.
+
+    A rule inherited from a study of another engine version is re-checked once (``autotune.search.warm_rules``): the
+    first ``trial`` that would break it is let through to launch (and marked ``rechecks``); for a caller without a
+    trial (the refinement's look-ahead, the budget's "is anything left"), a rule still to re-check does not hold
+    (a trial may yet launch what it refuses); one being re-checked does."""
+    record = records.StudyRecord.of(study)
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)} if record.rechecks else {}
+    broken, to_claim = rule_broken(record, trials, params)
+    if to_claim is not None and trial is not None:
+        warm_rules.claim(study, trial, to_claim)
+    return broken
+
+
+def rule_broken(record: records.StudyRecord, trials: dict[int, optuna.trial.FrozenTrial],
+                params: dict[str, Any]) -> tuple[dict | None, str | None]:  # fmt: skip
+    """(the rule ``params`` break, as ``broken_learned_rule`` returns it, or None; the inherited rule of another
+    version they would re-check, or None), from a study's record and trials already read."""
+    to_claim = None
+    for name, rule in record.learned_rules.items():
+        if rule.param not in params or params[rule.param] != rule.value:
+            continue
+        if not warm_rules.needs_recheck(record, rule):
+            return rule.model_dump() | {"name": name}, None
+        state = warm_rules.rule_state(record, name, rule, trials)
+        if state.claimable:
+            to_claim = to_claim or name
+        elif not state.dropped:
+            return rule.model_dump() | {"name": name}, None
+    return None, to_claim
 
 
 def _error_words(log_text: str) -> set[str]:
@@ -123,13 +153,14 @@ def needs_at_least(b: ServerConfig, a: ServerConfig) -> bool:
     return True
 
 
-def oom_cap(study: optuna.Study, config: ServerConfig, number: int) -> tuple[int | None, int | None]:
+def oom_cap(study: optuna.Study, config: ServerConfig, number: int) -> tuple[int | None, int | str | None]:
     """(the lightest load index at which ``config`` is known to run out of memory, the trial that shows it).
 
     From every trial that ran out of memory (``oom_from_level``: its lightest failing load) whose configuration
-    ``config`` needs at least as much memory as.
+    ``config`` needs at least as much memory as; and from those an earlier study of the same engine version saw
+    (warm start: the witness is then "study:trial").
     """
-    cap, witness = None, None
+    cap, witness = warm_rules.inherited_oom_cap(records.StudyRecord.of(study), config, needs_at_least, _stored)
     for trial in study.get_trials(deepcopy=False):
         level, stored = records.oom_from_level(trial), records.public_config(trial)
         if level is None or trial.number == number or stored is None:

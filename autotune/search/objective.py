@@ -7,7 +7,8 @@ region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL i
 graded constraints: (measured − limit) / limit, capped at 1, so "barely over" ranks far ahead of "crashed" (whose
 launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.search.sweep``); a failure
 whose message names a knob value, or an out-of-memory, teaches the study (``autotune.search.learning``). A slow
-configuration is pruned from its first benchmark's checkpoints. Every trial's ``outcome`` attribute says in one word
+configuration is pruned from its first benchmark's checkpoints. A space of several workloads measures each launch on
+all of them, a sweep each (``autotune.search.mix_sweep``): the value is their mix, and no pruner judges it. Every trial's ``outcome`` attribute says in one word
 what became of it (``Outcome``), for a filter in optuna-dashboard.
 
 Failing loads and the pruner, one rule: a load whose requests fail is that load's failure, never a slow measurement.
@@ -39,8 +40,9 @@ from autotune.engines import Engine
 from autotune.errors import EngineNotInstalled, FailureKind, LaunchFailed, UnsupportedConfig
 from autotune.evidence.export import public_config, shell_script
 from autotune.records import Outcome
-from autotune.search import learning, pruning, refine, stopping
+from autotune.search import learning, mix_sweep, pruning, refine, stopping
 from autotune.search.backends import anchored_paths, serving_backend
+from autotune.search.mix_sweep import MixSweep
 from autotune.search.orphans import EngineProcess
 from autotune.search.ranking import best_of, maximized
 from autotune.search.status import Phase, StatusCallback, StatusEvent, no_status
@@ -48,7 +50,7 @@ from autotune.search.sweep import MAX_VIOLATION, LoadResult, LoadSweep
 from autotune.serving.gpus import GpuPool
 from autotune.serving.seam import Backend, Serving
 from autotune.space.redact import redact_spec
-from autotune.space.schema import Point, SearchSpace
+from autotune.space.schema import Point, SearchSpace, Workload
 from autotune.text import shorten
 
 log = logging.getLogger(__name__)
@@ -84,7 +86,9 @@ class Objective:
     def __init__(self, space: SearchSpace, environment: TrialEnvironment) -> None:
         self.space, self.env = space, environment
         self.metrics = space.objective.metrics
-        self.slo = space.objective.slo
+        # the SLO constraints every trial sets: the objective's, or with several workloads every workload's metric
+        self.slo = {m: None for w in space.mix_workloads() for m in space.workload_slo(w)} if space.is_mix else (
+            space.objective.slo)  # fmt: skip
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.env.on_status(StatusEvent(Phase.STARTING, trial.number))
@@ -130,7 +134,7 @@ class Objective:
     def _ruled_out(self, trial: optuna.Trial, config: ServerConfig) -> tuple[str | None, int | None]:
         """(why an earlier failure already rules this configuration out, or None; the load index it runs out of
         memory from, by out-of-memory dominance, or None)."""
-        rule = learning.broken_learned_rule(trial.study, trial.params)
+        rule = learning.broken_learned_rule(trial.study, trial.params, trial)
         if rule is not None:
             records.write(trial, rejected_by=rule["name"])
             return f"rejected by learned rule '{rule['name']}' (trial {rule['trial']}: {rule['reason']})", None
@@ -221,7 +225,7 @@ class Objective:
         config, engine = point.server, backend.engine
         workdir = self.env.study_dir / "trials" / str(trial.number)
         launch = backend.serve(config, workdir, stall_timeout_s=self.space.stall_timeout_s,
-                               headers=self.space.workload.headers, gpus=gpus)  # fmt: skip
+                               headers=self.space.mix_workloads()[0].headers, gpus=gpus)  # fmt: skip
         command = launch.command
         self._record_command(trial, redact_spec(command))
         if launch.spec != command:
@@ -235,6 +239,7 @@ class Objective:
             else None
         )
         sweep = LoadSweep(levels, self.space.objective, incumbent.values[0] if incumbent else None, cap, start)
+        mixed = MixSweep(self.space, config.engine, trial.study, trial.number, cap) if self.space.is_mix else None
         # the trial's node-minutes: from here to the engine's stop (the engine record's clock: an orphan's, if killed)
         started, launched_at, served = time.monotonic(), time.time(), False
         records.write(trial, launched=True)
@@ -248,9 +253,16 @@ class Objective:
                 if launch.pgid is not None:
                     records.write(trial, launch_s=round(ready_s, 2))
                 bench_started, served = time.monotonic(), True  # served unless every load fails (below)
-                self._sweep(trial, launch, sweep)
+                if mixed is None:
+                    self._sweep(trial, launch, sweep)
+                else:
+                    mix_sweep.measure_workloads(mixed, lambda one, workload, earlier: self._sweep(
+                        trial, launch, one, workload, earlier), launch.alive)  # fmt: skip
                 records.write(trial, benchmark_s=round(time.monotonic() - bench_started, 2))
-            self._save_results(trial, workdir, sweep)
+            self._save_results(trial, workdir, mixed.sweeps if mixed else {None: sweep})
+            if mixed is not None:
+                served = mixed.unserved() is None and bool(mixed.results)
+                return mix_sweep.report(trial, mixed)
             if sweep.closest() is None:  # the engine started, but no load was served: it failed at the lightest
                 served = False
                 failed = sweep.measured[min(sweep.measured)]
@@ -268,25 +280,31 @@ class Objective:
             records.write(trial, trial_s=round(wall_s, 2))
             if (gpu_facts := launch.gpu_facts()).get("before"):  # where nvidia-smi exists: the release check's data
                 records.write(trial, gpu_memory_mib=gpu_facts)
-            records.write(trial, node_minutes=round(self._node_minutes(served, sweep.benchmarks_run, wall_s), 3))
+            benchmarks = (mixed or sweep).benchmarks_run
+            records.write(trial, node_minutes=round(self._node_minutes(served, benchmarks, wall_s), 3))
             if launch.log_path.exists():
                 records.write(trial, server_log=str(launch.log_path))  # where a shortened reason is in full
                 upload_artifact(artifact_store=self.env.artifacts, file_path=str(launch.log_path),
                                 study_or_trial=trial, mimetype="text/plain")  # fmt: skip
 
-    def _sweep(self, trial: optuna.Trial, launch: Serving, sweep: LoadSweep) -> None:
-        """Measure the sweep's levels on the running engine, one after another, until the sweep is done."""
+    def _sweep(self, trial: optuna.Trial, launch: Serving, sweep: LoadSweep, workload: Workload | None = None,
+               earlier: tuple = ()) -> None:  # fmt: skip
+        """Measure the sweep's levels on the running engine, one after another, until the sweep is done: of the
+        space's workload, or of ``workload`` of several (after the ``earlier`` workloads' records)."""
+        base = workload or self.space.workload
         while (index := sweep.next_level()) is not None:
             load = sweep.levels[index]
             self.env.on_status(StatusEvent(Phase.MEASURING, trial.number, index, len(sweep.levels), load))
-            hook = self._progress_hook(trial, level=index if not sweep.measured else None)
+            # the pruner compares trials' first benchmarks: with several workloads they may be of different ones
+            first = index if not sweep.measured and workload is None else None
+            hook = self._progress_hook(trial, first, self.space.workload_slo(base))
             # the same prompts for every trial and load (each trial starts a fresh server, so no cache carries
             # over between trials): configurations are compared on equal work
-            workload = self.space.workload.model_copy(update=load)
+            workload_at_load = base.model_copy(update=load)
             sweep.benchmarks_run += 1
             try:
                 # the sweep keeps vllm bench's fields as a dict, as the trial's records and benchmark.json store them
-                sweep.add(index, LoadResult(load, launch.measure(workload, on_progress=hook).to_vllm_json()))
+                sweep.add(index, LoadResult(load, launch.measure(workload_at_load, on_progress=hook).to_vllm_json()))
             except pruning.LoadLost as lost:
                 sweep.add(index, LoadResult(load, lost.metrics, stopped_early=True))
             except LaunchFailed as exc:
@@ -295,7 +313,8 @@ class Objective:
                 if not launch.alive():
                     break
             finally:
-                records.write(trial, benchmarks=sweep.records())  # as it goes: a pruned trial keeps its levels
+                tagged = [r.model_copy(update={"workload": workload.name}) if workload else r for r in sweep.records()]
+                records.write(trial, benchmarks=[*earlier, *tagged])  # as it goes: a pruned trial keeps its levels
 
     def _incumbent(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
         """The study's best feasible trial so far (single-objective studies only)."""
@@ -344,11 +363,11 @@ class Objective:
             log.info("trial %d taught the study rule %s", trial.number, rule)
 
     # -- progress, records --------------------------------------------------------------------------------------
-    def _progress_hook(self, trial: optuna.Trial, level: int | None):
+    def _progress_hook(self, trial: optuna.Trial, level: int | None, slo: dict[str, float]):
         """What watches a load as it runs (``autotune.search.pruning``): Optuna's pruner on the trial's first benchmark (at
-        ``level``; None for the later ones) when the study has one metric, and the SLO on every load."""
+        ``level``; None for the later ones) when the study has one metric, and the workload's SLO on every load."""
         prune = self._pruning_hook(trial, level) if level is not None and len(self.metrics) == 1 else None
-        return pruning.progress_hook(prune, self.slo)
+        return pruning.progress_hook(prune, slo)
 
     def _pruning_hook(self, trial: optuna.Trial, level: int):
         """Optuna's pruner on the first benchmark of ``trial``, run at load ``level`` (``autotune.search.pruning``)."""
@@ -363,13 +382,14 @@ class Objective:
         upload_artifact(artifact_store=self.env.artifacts, file_path=str(path), study_or_trial=trial,
                         mimetype="text/x-shellscript")  # fmt: skip
 
-    def _save_results(self, trial: optuna.Trial, workdir: Path, sweep: LoadSweep) -> None:
-        """benchmark.json: every load measured, lightest first, each with its full result (vllm bench's fields)."""
-        if not sweep.measured:
+    def _save_results(self, trial: optuna.Trial, workdir: Path, sweeps: dict[str | None, LoadSweep]) -> None:
+        """benchmark.json: every load measured, lightest first (of each workload, by name), each with its full
+        result (vllm bench's fields)."""
+        if not any(sweep.measured for sweep in sweeps.values()):
             return
         path = workdir / "benchmark.json"
-        levels = [{"load": r.load, "result": r.result, "failure_kind": r.failure}
-                  for _, r in sorted(sweep.measured.items())]  # fmt: skip
+        levels = [{"load": r.load, "result": r.result, "failure_kind": r.failure} | ({"workload": name} if name else {})
+                  for name, sweep in sweeps.items() for _, r in sorted(sweep.measured.items())]  # fmt: skip
         path.write_text(json.dumps({"levels": levels}, indent=1, default=str))
         upload_artifact(artifact_store=self.env.artifacts, file_path=str(path), study_or_trial=trial,
                         mimetype="application/json")  # fmt: skip

@@ -73,6 +73,12 @@ def _rank(space: SearchSpace, model: str) -> list[Ranked]:
     return ranked
 
 
+def launch_configurations(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
+    """The launch configurations the prior ranks for ``engine`` (those passing the static rules; a random sample
+    of ``RANKED_LIMIT`` on a larger space), as Optuna params: what the warm prior ranks too."""
+    return _launch_params(space, engine)
+
+
 def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
     params = space.launch_params(engine)
     names, values = list(params), [p.values() for p in params.values()]
@@ -109,8 +115,9 @@ def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str
 def _best_load(space: SearchSpace, engine: str, predicted: Serving) -> float | None:
     objective, best = space.objective, None
     for load in space.load_levels(engine):
-        workload = space.workload.model_copy(update={**load, "num_prompts": min(space.workload.num_prompts,
-                                                                               PRIOR_PROMPTS)})  # fmt: skip
+        # a several-workload space is ranked on its first workload (the prior orders, it never removes)
+        first = space.mix_workloads()[0]
+        workload = first.model_copy(update={**load, "num_prompts": min(first.num_prompts, PRIOR_PROMPTS)})
         try:
             result = predicted.measure(workload)
         except AutotuneError:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
+from pydantic import BaseModel
 
 from autotune import records
 from autotune.engines import broken_rules
@@ -77,19 +78,35 @@ def set_up(study: optuna.Study, space: SearchSpace, space_path: Path, first: lis
 
 def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None:
     study.set_metric_names([m.name for m in space.objective.metrics])
-    # the space's absolute path: `study validate` from any directory; the digest last: the description is whole;
-    # a workload that is not a mix is stored as it was before mixes (no `classes`)
-    unmixed = {"classes"} if space.workload.classes is None else None
+    # the space's absolute path: `study validate` from any directory; one write, the digest with it: the
+    # description is whole or absent; fields added since (mixes, classes) left out at their defaults (``_dump``)
+    mix = {"workloads": [w.model_dump(mode="json") for w in space.mix_workloads()]} if space.is_mix else {}
     records.write_study(study, space_path=str(Path(space_path).resolve()), space_name=space.name,
-                        objective=space.objective.model_dump(mode="json"),
-                        workload=space.workload.model_dump(mode="json", exclude=unmixed),
-                        space_digest=_digest(space))  # fmt: skip
+                        objective=_dump(space.objective, "objective"),
+                        workload=_dump(space.mix_workloads()[0], "workload"), **mix, space_digest=_digest(space))  # fmt: skip
+
+
+# fields added since studies were first stored, and their defaults: left out of the digest at those, so a study made
+# before them resumes (its space reads the same)
+_LATER_FIELDS = {None: {"workloads": None}, "objective": {"mix": "geomean"},
+                 "workload": {"classes": None, "name": None, "weight": 1.0, "slo": None, "loads": None}}  # fmt: skip
+
+
+def _at_default(model: BaseModel, section: str | None) -> dict[str, bool]:
+    """The later fields of ``model`` (the space's ``section``, None: the space) at their defaults, for exclusion."""
+    return {name: True for name, default in _LATER_FIELDS[section].items() if getattr(model, name) == default}
+
+
+def _dump(model: BaseModel, section: str) -> dict:
+    """``model`` as the study stores it: without the later fields at their defaults (the layout of older studies)."""
+    return model.model_dump(mode="json", exclude=_at_default(model, section))
 
 
 def _digest(space: SearchSpace) -> str:
-    # a space without a mix digests as it did before mixes: a study made then goes on
-    unmixed = {"workload": {"classes"}} if space.workload.classes is None else None
-    return hashlib.sha256(space.model_dump_json(exclude=unmixed).encode()).hexdigest()[:16]
+    exclude: dict = _at_default(space, None)
+    for section in ("objective", "workload"):
+        exclude[section] = _at_default(getattr(space, section), section)
+    return hashlib.sha256(space.model_dump_json(exclude=exclude).encode()).hexdigest()[:16]
 
 
 def baseline_params(space: SearchSpace, engine: str) -> dict:

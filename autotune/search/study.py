@@ -22,7 +22,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from autotune import records
 from autotune.engines import Engine
 from autotune.errors import AutotuneError
-from autotune.search import budget, names
+from autotune.search import budget, names, warm_model, warm_start
 from autotune.search import setup as study_setup
 from autotune.search.backends import engine_for
 from autotune.search.locks import budget_lock
@@ -63,6 +63,7 @@ class RunOptions:
     executables: dict[str, list[str]] | None = None
     budget_node_minutes: float | None = None  # stop starting trials once the study's trials cost this much
     gpus: tuple[str, ...] | None = None  # the node's GPUs this worker's trials lease theirs from (--gpus)
+    warm_start: tuple[warm_start.WarmSource, ...] = ()  # studies a new study starts from (autotune.search.warm_start)
 
 
 def default_storage(name: str, studies_dir: Path) -> str:
@@ -109,9 +110,22 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     """The study, made or loaded, with what its set-up still lacks done (``autotune.search.setup``: a creator killed
     part-way leaves a study the next run finishes) and its budget set or raised (``--more`` adds once per run)."""
     study = study_setup.open_study(space, options.name, storage, make_sampler(space, options.seed), make_pruner(space))
-    first = [] if study_setup.first_queued(study) else study_setup.first_configurations(space, options.n_trials,
-                                                                                          on_status)  # fmt: skip
+    fresh = not study_setup.first_queued(study)
+    first = study_setup.first_configurations(space, options.n_trials, on_status) if fresh else []
+    # read outside the lock (other storages); a study made already keeps what it was started with
+    warm = warm_start.snapshot(space, list(options.warm_start)) if fresh and options.warm_start else None
+    if warm is not None:  # the sources' best few, measured again right after the baselines
+        baselines = [f for f in first if f.marks.get("baseline")]
+        taken = [f.params for f in baselines]
+        warm_first = warm_start.first_configurations(warm, taken)
+        taken += [f.params for f in warm_first]
+        first = baselines + warm_first + [f for f in first[len(baselines) :] if f.params not in taken]
     with budget_lock(options.storage, options.name, options.studies_dir):  # workers starting at once: each step once
+        described = records.StudyRecord.of(study)
+        if warm is not None and described.warm_sources is None and not described.first_queued:
+            warm_start.record(study, warm)  # before the first trial: rules and measurements in place
+        if described.identity is None:  # what `--warm-start auto` asks of a study
+            records.write_study(study, identity=warm_start.identity_of(space))
         study_setup.set_up(study, space, space_path, first)
         budget.set_budget(study, options.n_trials, options.more_trials)
     return study
@@ -136,6 +150,7 @@ class PreparedStudy:
     objective: Objective
     options: RunOptions
     catalogue: budget.LaunchCatalogue  # the space's launch configurations, to know when every one was tried
+    warm: bool = False  # warm-started: after each trial the warm prior's weight is updated (``after_trial``)
 
 
 def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
@@ -157,7 +172,17 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
     environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
                                    options.executables or {}, pool, functools.partial(fail_stale_trials, options),
                                    on_status)  # fmt: skip
-    return PreparedStudy(study, storage, Objective(space, environment), options, budget.LaunchCatalogue(space))
+    warm = bool(records.StudyRecord.of(study).warm_measurements)
+    return PreparedStudy(study, storage, Objective(space, environment), options, budget.LaunchCatalogue(space), warm)
+
+
+def after_trial(prepared: PreparedStudy, finished: optuna.trial.FrozenTrial) -> None:
+    """After each trial of a warm-started study, the warm prior's weight and its next pick
+    (``autotune.search.warm_model.step``); nothing for a cold study."""
+    if prepared.warm:
+        options = prepared.options
+        warm_model.step(prepared.study, prepared.objective.space, finished,
+                        functools.partial(budget_lock, options.storage, options.name, options.studies_dir))  # fmt: skip
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:

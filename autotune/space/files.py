@@ -116,20 +116,20 @@ def parse_space(text: str, source: str = "<string>") -> SearchSpace:
 
 
 def check_dataset(space: SearchSpace, source: str | Path) -> None:
-    """The space's workload file read as its benchmarks will read it (bounded), so that ``space validate`` and a study
-    refuse one that gives no prompts before any engine is launched: not part of loading, since a study's report or
-    export does not need the file (nor does another machine that reads the study).
+    """Each workload's file read as its benchmarks will read it (bounded), so that ``space validate`` and a study
+    refuse one that gives no prompts before any engine is launched (not part of loading: a report does not need it).
 
-    Raises:
-        SpaceError: at ``workload.path`` (a mix: ``workload.classes``), naming the file (and the line) and the fix."""
-    from autotune.bench.datasets import check
+    Raises: SpaceError at ``workload.path`` (``workloads[i].path``; classes: ``.classes``), naming file and fix."""
+    from autotune.bench.datasets import check  # the load generator only where a file is read
 
-    try:
-        check(space.workload)
-    except UsageError as exc:
-        problem, _, fix = str(exc).partition("; fix: ")
-        raise SpaceError(str(source), "workload.classes" if space.workload.classes else "workload.path", problem,
-                         fix or "check the file") from None  # fmt: skip
+    for index, workload in enumerate(space.mix_workloads()):
+        try:
+            check(workload)
+        except UsageError as exc:
+            problem, _, fix = str(exc).partition("; fix: ")
+            where = f"workloads[{index}]" if space.workloads else "workload"
+            key = f"{where}.classes" if workload.classes else f"{where}.path"
+            raise SpaceError(str(source), key, problem, fix or "check the file") from None
 
 
 # ---- pydantic errors -> one line ---------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ class Request:
     engines: tuple[str, ...]
     workload: str = "random:1024:256"
     slo: tuple[str, ...] = ()
+    workloads: tuple[str, ...] = ()  # several (``--workload`` repeated): a `workloads:` list, each launch measures all
+    seed_suite: bool = False  # the seed study's six workloads, scaled to the model's context
     gpu: str | None = None
     simulate: bool = False
 
@@ -63,7 +65,8 @@ def write_space(request: Request) -> str:
         raise UsageError("--gpus and --gpu-memory-gb must be positive; fix: e.g. --gpus 8 --gpu-memory-gb 141")
     info = model_facts(request.model)
     hardware = Hardware(gpus=request.gpus, gpu_memory_gb=request.gpu_memory_gb, gpu=request.gpu)
-    workload, need = _workload(request.workload)
+    named = _named_workloads(request, info)
+    workload, need = named[0][1], max(need for _, _, need in named)
     slo = _slo(request.slo)
     out = _Writer()
     weights = f"{info.parameter_bytes / 1e9:.0f} GB of weights" if info.parameter_bytes else "weights of unknown size"
@@ -76,7 +79,8 @@ def write_space(request: Request) -> str:
     # a simulated study is named apart: `study best --study NAME` must never show simulated numbers for the real one
     name = f"{info.name.lower()}-{request.gpus}gpu" + ("-simulated" if request.simulate else "")
     out.line(f"name: {name}")
-    out.line(f"description: {info.name} on {request.gpus} GPUs, {', '.join(request.engines)}, {request.workload}")
+    traffic = "the seed's six workloads" if request.seed_suite else ", ".join(request.workloads or [request.workload])
+    out.line(f"description: {info.name} on {request.gpus} GPUs, {', '.join(request.engines)}, {traffic}")
     out.line(f"hardware: {_flow(hardware.model_dump(exclude_none=True))}")
     if request.simulate:
         out.blank()
@@ -90,7 +94,10 @@ def write_space(request: Request) -> str:
     out.blank()
     _shared_params(out, info, need)
     out.blank()
-    _workload_section(out, workload, request.workload)
+    if len(named) > 1:
+        _workloads_section(out, named)
+    else:
+        _workload_section(out, workload, request.workloads[0] if request.workloads else request.workload)
     out.blank()
     out.line("objective:")
     out.line("  metrics: [{name: total_token_throughput, direction: maximize}]")
@@ -128,6 +135,45 @@ def _workload(spec: str) -> tuple[dict, int]:
         return {"dataset": "random", "input_len": input_len, "output_len": output_len, "num_prompts": 1000,
                 "ignore_eos": True}, input_len + output_len  # fmt: skip
     raise UsageError(f"--workload {spec}: expected sharegpt or random:IN:OUT; fix: e.g. --workload random:1024:256")
+
+
+# The seed study's six workloads (../shared/reference/seed-study.md): name, input and output tokens, prompts
+SEED_WORKLOADS = (("very-long", 32000, 100, 100), ("long", 4000, 200, 500), ("medium", 2000, 100, 500),
+                  ("short", 128, 4, 1000), ("generation-heavy", 1000, 2000, 100))  # fmt: skip
+
+
+def _named_workloads(request: Request, info: ModelInfo) -> list[tuple[str, dict, int]]:
+    """(name, workload fields, context it needs) of each workload asked for: ``--seed-suite``'s six (ShareGPT, then
+    the seed's random ones, lengths shrunk to fit the model's positions), the ``--workload``s, or the default one."""
+    if request.seed_suite and request.workloads:
+        raise UsageError("--seed-suite and --workload both given; fix: --seed-suite for the seed's six workloads, "
+                         "or --workload (repeatable) for your own")  # fmt: skip
+    if not request.seed_suite:
+        specs = request.workloads or (request.workload,)
+        named = [(_workload_name(spec), *_workload(spec)) for spec in specs]
+        if len({name for name, _, _ in named}) < len(named):
+            raise UsageError(f"--workload given twice the same ({', '.join(specs)}); fix: give each once")
+        return named
+    scale = min(1.0, info.max_positions / (32000 + 100)) if info.max_positions else 1.0
+    suite = [("sharegpt", *_workload("sharegpt"))]
+    for name, input_len, output_len, count in SEED_WORKLOADS:
+        fields = {"dataset": "random", "input_len": max(1, round(input_len * scale)),
+                  "output_len": max(2, round(output_len * scale)), "num_prompts": count, "ignore_eos": True}  # fmt: skip
+        suite.append((name, fields, fields["input_len"] + fields["output_len"]))
+    return suite
+
+
+def _workload_name(spec: str) -> str:
+    return spec.replace(":", "-")
+
+
+def _workloads_section(out: _Writer, named: list[tuple[str, dict, int]]) -> None:
+    out.comment("Each launch is measured on every workload (each with its own load sweep); the trial's value is their")
+    out.comment("mix: the weighted geometric mean of each one's throughput relative to the baseline's (objective.mix).")
+    out.line("workloads:")
+    for name, workload, _ in named:
+        fields = {"name": name, "weight": 1} | workload | {"seed": 42}
+        out.line(f"  - {_flow(fields)}")
 
 
 def _slo(items: tuple[str, ...]) -> dict[str, float]:

