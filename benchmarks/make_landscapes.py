@@ -348,6 +348,17 @@ among SLO-feasible points). These are simulated numbers from a model, not measur
 """
 
 
+MIX_HEADING = "## Multi-workload landscapes"
+MIX_NOTE = f"""{MIX_HEADING}
+
+`mix/` holds four more, made by `benchmarks/make_mix_landscapes.py` from the same estimates: the seed study's six
+workloads (ShareGPT, very long, long, medium, short prompts, generation-heavy) in one table with a `workload` column,
+and a space with `workloads:` (each its own SLO) and `objective.mix: geomean`, for DeepSeek-V3 on SGLang and on
+TRT-LLM, Qwen3-235B-A22B on TRT-LLM and Llama-3.1-70B on vLLM. `mix/README.md` has their table: the mix optimum and
+its configuration, each workload's own optimum, and what the ShareGPT-only best scores on the mix;
+`benchmarks/mix_efficiency.py` runs studies on them."""
+
+
 def readme(summaries: list[tuple[Landscape, dict]]) -> str:
     lines = [README_HEAD.rstrip() + "\n", ""]
     lines.append("| landscape | model | engine | workload in/out | SLO p99 TTFT / TPOT (ms) | configs | loads "
@@ -372,6 +383,7 @@ def readme(summaries: list[tuple[Landscape, dict]]) -> str:
     lines.append("")
     for land, _ in summaries:
         lines.append(f"- **{land.name}**: {land.note}.")
+    lines += ["", MIX_NOTE]
     return "\n".join(lines) + "\n"
 
 
@@ -396,7 +408,10 @@ def main() -> None:
         if args.explore:
             explore(land, knobs, rows)
     if not args.names:
-        (OUT / "README.md").write_text(readme(summaries))
+        text, path = readme(summaries), OUT / "README.md"
+        if path.exists() and MIX_HEADING in path.read_text():  # make_mix_landscapes.py's section, kept
+            text = text.split(MIX_HEADING)[0] + MIX_HEADING + path.read_text().split(MIX_HEADING, 1)[1]
+        path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def simulated_requests(workload: Workload) -> list:
     return _simulated_requests(json.dumps(workload.model_dump(mode="json"), sort_keys=True))
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=16)  # a space's every workload (the seed's six) stays built
 def _simulated_requests(workload_json: str) -> list:
     # keyed by the JSON form: a workload holds mappings (headers, extra_body), which do not hash
     return build_requests(Workload.model_validate(json.loads(workload_json)), word_tokenizer())

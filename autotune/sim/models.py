@@ -22,6 +22,8 @@ from autotune.space.schema import Simulation, Workload
 
 RESULT_COLUMNS = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
                   "p99_tpot_ms")  # fmt: skip
+# client-side columns: the load, and (optional) the name of the space's workload the row was measured on
+CLIENT_COLUMNS = ("max_concurrency", "workload")
 
 
 class PerformanceModel(Protocol):
@@ -48,11 +50,12 @@ def read_table(path: str) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]]:
     except OSError as exc:
         raise UsageError(f"cannot read the performance table {path}: {exc.strerror}; fix: simulate.table") from None
     unknown = [
-        c for c in columns if c not in KNOBS and c not in ("max_concurrency", "status", "message", *RESULT_COLUMNS)
+        c for c in columns if c not in KNOBS and c not in (*CLIENT_COLUMNS, "status", "message", *RESULT_COLUMNS)
     ]
     if unknown or "status" not in columns or "output_throughput" not in columns:
         raise UsageError(
-            f"{path}: columns must be knob names (`autotune knobs`), max_concurrency, status, message and result columns "
+            f"{path}: columns must be knob names (`autotune knobs`), max_concurrency, workload, status, message and "
+            f"result columns "
             f"({', '.join(RESULT_COLUMNS)}); unknown: {unknown or 'none'}, status/output_throughput present: "
             f"{'status' in columns}/{'output_throughput' in columns}"
         )
@@ -69,24 +72,48 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+@lru_cache(maxsize=8)
+def table_index(path: str) -> tuple[tuple[str, ...], dict[tuple[str, ...], dict[str, str]], frozenset[str]]:
+    """The table's key columns (knobs, then the client columns it has), its rows by key (the first row of a key wins;
+    cells compared stripped and case-blind) and the workload names of its ``workload`` column (empty without one)."""
+    columns, rows = read_table(path)
+    keys = (*(c for c in columns if c in KNOBS), *(c for c in CLIENT_COLUMNS if c in columns))
+    index: dict[tuple[str, ...], dict[str, str]] = {}
+    for row in rows:
+        index.setdefault(tuple(row[c].strip().lower() for c in keys), row)
+    names = frozenset(row["workload"].strip() for row in rows) if "workload" in columns else frozenset()
+    return keys, index, names
+
+
 class TableModel:
     """Replays a CSV of measured results: a row matches when every knob column it has equals the configuration's
-    value (an empty cell: the knob unset) and ``max_concurrency`` equals the workload's. A knob the file has no column
-    for matches any value; a configuration no row matches is ``no_data``. ``status`` is ``ok`` or a FailureKind; an
-    optional ``message`` column gives a failure in the engine's words (what learned rules read)."""
+    value (an empty cell: the knob unset), ``max_concurrency`` equals the workload's and, in a table with a
+    ``workload`` column (one row per configuration, load and workload), that column is the workload's name (as the
+    space's ``workloads:`` names it). A knob the file has no column for matches any value; a configuration no row
+    matches is ``no_data``; a workload the table has no rows for is the space's error. ``status`` is ``ok`` or a
+    FailureKind; an optional ``message`` column gives a failure in the engine's words (what learned rules read)."""
 
     def __init__(self, path: str, config: ServerConfig) -> None:
         self.path, self.config = path, config
         self.columns, self.rows = read_table(path)
 
     def _match(self, workload: Workload) -> dict[str, str]:
-        wanted = {c: _cell(getattr(self.config, c)) for c in self.columns if c in KNOBS}
-        if "max_concurrency" in self.columns:
+        keys, index, names = table_index(self.path)
+        wanted = {c: _cell(getattr(self.config, c)) for c in keys if c in KNOBS}
+        if "max_concurrency" in keys:
             wanted["max_concurrency"] = _cell(workload.max_concurrency)
-        for row in self.rows:
-            if all(row[c].strip().lower() == v.lower() for c, v in wanted.items()):
-                return row
-        raise StartupFailure(FailureKind.NO_DATA, f"table {self.path}: no row for {wanted}")
+        if "workload" in keys:
+            name = getattr(workload, "name", None)
+            if name not in names:
+                raise UsageError(
+                    f"{self.path}: the table has rows for the workloads {', '.join(sorted(names))}, none for "
+                    f"{name!r}; fix: name the space's workloads as the table's `workload` column does"
+                )
+            wanted["workload"] = name
+        row = index.get(tuple(wanted[c].strip().lower() for c in keys))
+        if row is None:
+            raise StartupFailure(FailureKind.NO_DATA, f"table {self.path}: no row for {wanted}")
+        return row
 
     def evaluate(self, workload: Workload, requests: list[BenchRequest], model_name: str) -> dict:
         row = self._match(workload)
@@ -99,9 +126,10 @@ class TableModel:
             message = (row.get("message") or "").strip()
             raise StartupFailure(kind, f"table {self.path}: measured {status}" + (f": {message}" if message else ""))
         result = {c: float(row[c]) if row.get(c, "").strip() else math.nan for c in RESULT_COLUMNS}
-        for stat in ("median", "p99"):  # a table gives means; the median stands in where only the mean is known
+        for stat in ("median", "p99"):  # a table gives means; the mean stands in where a table has no column
             for metric in ("ttft", "tpot"):
-                result.setdefault(f"{stat}_{metric}_ms", result[f"mean_{metric}_ms"])
+                if f"{stat}_{metric}_ms" not in self.columns:  # (a mean-field model's p99 is its mean)
+                    result[f"{stat}_{metric}_ms"] = result[f"mean_{metric}_ms"]
         return result | {"completed": len(requests), "failed": 0,
                          "client": {"simulated": True, "mode": "direct", "performance_model": "table"}}  # fmt: skip
 
