@@ -12,7 +12,6 @@ workload existed keeps the relative it was given (1.0 where it set the reference
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import optuna
@@ -61,6 +60,7 @@ class MixSweep:
         self.incumbent = incumbent.values[0] if incumbent is not None else None
         held = {r.name: r for r in records.workload_results(incumbent)} if incumbent is not None else {}
         history = study_history(trials)
+        self.ceilings = {name: mix.ceiling(history.get(name, [])) for name in self.workloads}
         incumbent_relatives = {n: r.relative for n, r in held.items() if r.relative is not None}
         self.order = mix.discriminating_order(list(self.workloads), history, incumbent_relatives)
         self.sweeps: dict[str, LoadSweep] = {}
@@ -81,37 +81,19 @@ class MixSweep:
     def benchmarks_run(self) -> int:
         return sum(s.benchmarks_run for s in self.sweeps.values())
 
-    def next_probe(self) -> Workload | None:
-        """A workload left to measure at its heaviest load only, for its ceiling, or None. Probed once a workload is
-        measured and an incumbent exists (before, no bound can stop the launch); ``worst`` needs no probe (the
-        measured workloads bound it)."""
-        if self.incumbent is None or not self.results or self.kind == "worst" or self._infeasible_somewhere():
-            return None
-        left = [name for name in self.order if name not in self.results]
-        return next((self.workloads[n] for n in left if not self.sweeps[n].measured), None)
-
     def next_workload(self) -> Workload | None:
-        """The workload to sweep next, or None: all measured, or those left cannot change the incumbent."""
+        """The workload to measure next, or None: all measured, or those left cannot change the incumbent."""
         left = [name for name in self.order if name not in self.results]
         if not left:
             return None
-        if self._infeasible_somewhere():
+        if self.incumbent is not None and any(not r.feasible for r in self.results.values()):
             self.stopped_early = True  # infeasible on one workload: infeasible for the mix, never the incumbent
             return None
-        ceilings = [mix.Share(self.workloads[n].weight, self.ceiling(n)) for n in left]
+        ceilings = [mix.Share(self.workloads[n].weight, self.ceilings[n]) for n in left]
         if mix.cannot_lift(self.kind, self._shares(), ceilings, self.incumbent):
             self.stopped_early = True
             return None
         return self.workloads[left[0]]
-
-    def ceiling(self, name: str) -> float:
-        """The most workload ``name`` can add, relative to its reference: its heaviest load's measured throughput
-        (the bound of every lighter load, as the load sweep takes it); infinite before that is measured."""
-        value, reference = self.sweeps[name].ceiling(), self.reference.get(name)
-        return value / reference if value is not None and reference else math.inf
-
-    def _infeasible_somewhere(self) -> bool:
-        return self.incumbent is not None and any(not r.feasible for r in self.results.values())
 
     def finish(self, workload: Workload) -> WorkloadRecord:
         """What ``workload``'s sweep found: its chosen load, feasibility, throughput and relative."""
@@ -136,8 +118,8 @@ class MixSweep:
 
     def load_records(self) -> list[LoadRecord]:
         """Every load measured so far, workload by workload in the order measured, each named by its workload."""
-        return [r.model_copy(update={"workload": name}) for name in self.order
-                if name in self.results or self.sweeps[name].measured for r in self.sweeps[name].records()]  # fmt: skip
+        return [r.model_copy(update={"workload": name}) for name in self.order if name in self.results
+                for r in self.sweeps[name].records()]  # fmt: skip
 
     def unserved(self) -> WorkloadRecord | None:
         """A workload measured with no load served (its every load failed): the launch's failure, or None."""
@@ -153,7 +135,7 @@ class MixSweep:
 
     def bound(self) -> float | None:
         """After an early stop, the most the mix could have reached (the workloads left at their ceilings)."""
-        left = [mix.Share(w.weight, self.ceiling(n)) for n, w in self.workloads.items() if n not in self.results]
+        left = [mix.Share(w.weight, self.ceilings[n]) for n, w in self.workloads.items() if n not in self.results]
         return mix.upper_bound(self.kind, self._shares(), left) if self.stopped_early and left else None
 
     def value(self) -> float:
@@ -181,19 +163,7 @@ def measure_workloads(mixed: MixSweep, sweep_one: Callable[[LoadSweep, Workload,
                       alive: Callable[[], bool]) -> None:  # fmt: skip
     """Sweep the workloads on the running engine, one after another in ``mixed``'s order, until it stops (or the
     engine died). ``sweep_one(sweep, workload, earlier)`` measures one, after the ``earlier`` workloads' records."""
-    while alive():
-        if (probed := mixed.next_probe()) is not None:  # its heaviest load: a measured ceiling for the bound
-            sweep = mixed.sweeps[probed.name]
-            sweep.probing = True
-            try:
-                sweep_one(sweep, probed, tuple(mixed.load_records()))
-            finally:
-                sweep.probing = False
-            if not sweep.measured:  # the engine died before it measured anything
-                break
-            continue
-        if (workload := mixed.next_workload()) is None:
-            break
+    while alive() and (workload := mixed.next_workload()) is not None:
         sweep_one(mixed.sweeps[workload.name], workload, tuple(mixed.load_records()))
         mixed.finish(workload)
 

@@ -100,7 +100,6 @@ class LoadSweep:
                  cap: int | None = None, start: int | None = None, workload: Workload | None = None) -> None:  # fmt: skip
         self.levels, self.objective, self.incumbent, self.start = levels, objective, incumbent, start
         self.workload = workload  # its request classes' own SLOs are judged too
-        self.probing = False  # measure the heaviest level only: a several-workload launch's bound (search/mix_sweep)
         self.judged_by_slo = bool(slo_keys(workload.classes if workload else None, objective.slo))
         self.last: int | None = None
         self.cap = len(levels) if cap is None else min(cap, len(levels))
@@ -111,8 +110,6 @@ class LoadSweep:
 
     def next_level(self) -> int | None:
         """The index of the level to measure next, or None when the sweep is done."""
-        if self.probing:
-            return self.cap - 1 if self.cap > 0 and self.cap - 1 not in self.measured else None
         candidates = [i for i in range(self.cap) if i not in self.measured]
         if not self.judged_by_slo:
             return max(candidates) if candidates and not self._cannot_improve(0, own=False) else None
@@ -143,14 +140,6 @@ class LoadSweep:
         best = self.best() if own else None
         floors = [v for v in (self.incumbent, best.values[0] if best else None) if v is not None]
         return bool(floors) and ceiling <= max(floors)
-
-    def ceiling(self) -> float | None:
-        """The most any level of the sweep can reach, as the sweep bounds loads (throughput grows with load): the
-        heaviest level's measured value; None where it is not measured or served nothing (or not a throughput)."""
-        heaviest = self.measured.get(self.cap - 1)
-        if not self.bounded or heaviest is None or not heaviest.values:
-            return None
-        return heaviest.values[0]
 
     def best(self) -> LoadResult | None:
         """The best feasible level measured (first metric, the space's direction; ties: the lighter load)."""
