@@ -8,22 +8,21 @@ baseline's), so that workloads of different sizes count alike; the mix of those 
 - ``weighted_mean``: Σ wᵢ rᵢ / Σ wᵢ;
 - ``worst``: min rᵢ (the weights do not count).
 
-The bound, as the load sweep bounds loads (``autotune.search.sweep``): a workload not measured yet is taken at its
-*ceiling*, the most it could plausibly gain, and once even that cannot lift the mix above the incumbent, the launch
-stops. Where the sweep's ceiling is a measured heavier load (throughput grows with load), a workload's is the largest
-relative any trial of the study reached on it, times ``HEADROOM``: the assumption is that no configuration beats the
-study's best on a workload by more than that factor. A workload no trial has measured yet has no ceiling (infinite):
-it is never skipped. ``worst`` needs no assumption: once a measured workload is at or below the incumbent, the mix is.
+The bound (as the load sweep bounds loads, ``autotune.search.sweep``): a launch stops once the workloads left cannot
+lift the mix above the incumbent, whatever they measure. Only what was measured bounds: a workload not measured yet
+can reach anything (a configuration may be 8x better on long prompts than any before it: a guessed ceiling of 1.5x
+the study's best skipped exactly that optimum on a DeepSeek landscape). So a launch stops early when it is infeasible
+on a workload (infeasible for the mix, whatever the rest), and, for ``worst``, once a measured workload is at or
+below the incumbent (the mix is at most that); a ``geomean`` or ``weighted_mean`` launch that serves every workload
+within its SLOs is measured on all of them.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-HEADROOM = 1.5  # an unmeasured workload may beat the study's best relative on it by at most this factor
 
 
 @dataclass(frozen=True)
@@ -62,13 +61,6 @@ def cannot_lift(kind: str, measured: Sequence[Share], ceilings: Sequence[Share],
     if incumbent is None or not ceilings:
         return False
     return upper_bound(kind, measured, ceilings) <= incumbent
-
-
-def ceiling(relatives: Iterable[float]) -> float:
-    """The most a workload not measured yet may reach: ``HEADROOM`` × the best relative the study measured on it
-    (infinite where it measured none)."""
-    best = max(relatives, default=None)
-    return math.inf if best is None else HEADROOM * best
 
 
 def spread(relatives: Sequence[float]) -> float:

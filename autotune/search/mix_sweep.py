@@ -12,6 +12,7 @@ workload existed keeps the relative it was given (1.0 where it set the reference
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import optuna
@@ -60,7 +61,6 @@ class MixSweep:
         self.incumbent = incumbent.values[0] if incumbent is not None else None
         held = {r.name: r for r in records.workload_results(incumbent)} if incumbent is not None else {}
         history = study_history(trials)
-        self.ceilings = {name: mix.ceiling(history.get(name, [])) for name in self.workloads}
         incumbent_relatives = {n: r.relative for n, r in held.items() if r.relative is not None}
         self.order = mix.discriminating_order(list(self.workloads), history, incumbent_relatives)
         self.sweeps: dict[str, LoadSweep] = {}
@@ -89,8 +89,7 @@ class MixSweep:
         if self.incumbent is not None and any(not r.feasible for r in self.results.values()):
             self.stopped_early = True  # infeasible on one workload: infeasible for the mix, never the incumbent
             return None
-        ceilings = [mix.Share(self.workloads[n].weight, self.ceilings[n]) for n in left]
-        if mix.cannot_lift(self.kind, self._shares(), ceilings, self.incumbent):
+        if mix.cannot_lift(self.kind, self._shares(), self._unbounded(left), self.incumbent):
             self.stopped_early = True
             return None
         return self.workloads[left[0]]
@@ -135,8 +134,12 @@ class MixSweep:
 
     def bound(self) -> float | None:
         """After an early stop, the most the mix could have reached (the workloads left at their ceilings)."""
-        left = [mix.Share(w.weight, self.ceilings[n]) for n, w in self.workloads.items() if n not in self.results]
+        left = self._unbounded([n for n in self.workloads if n not in self.results])
         return mix.upper_bound(self.kind, self._shares(), left) if self.stopped_early and left else None
+
+    def _unbounded(self, names: list[str]) -> list[mix.Share]:
+        # a workload not measured can reach anything (autotune.search.mix): only what was measured bounds the mix
+        return [mix.Share(self.workloads[n].weight, math.inf) for n in names]
 
     def value(self) -> float:
         """The trial's value: the mix of the workloads measured; after an early stop, also at most its bound (so it
