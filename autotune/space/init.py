@@ -137,7 +137,7 @@ def _workload(spec: str) -> tuple[dict, int]:
     raise UsageError(f"--workload {spec}: expected sharegpt or random:IN:OUT; fix: e.g. --workload random:1024:256")
 
 
-# The seed study's six workloads (../shared/reference/seed-study.md): name, input and output tokens, prompts
+# The seed study's six workloads (the hand-tuning study autotune automates): name, input and output tokens, prompts
 SEED_WORKLOADS = (("very-long", 32000, 100, 100), ("long", 4000, 200, 500), ("medium", 2000, 100, 500),
                   ("short", 128, 4, 1000), ("generation-heavy", 1000, 2000, 100))  # fmt: skip
 
