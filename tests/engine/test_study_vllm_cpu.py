@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import httpx
@@ -14,17 +13,12 @@ import yaml
 
 from autotune.serving.process import free_port, kill_group
 from tests.conftest import REPO, SPACES
+from tests.engine.conftest import autotune
 
 pytestmark = pytest.mark.engine
 TRIALS = 5
 SEED = 4  # its random start-up trials include the configuration that fails at start-up (speculative mtp:1)
 PROMPTS = 32  # per load, instead of the space's 64: what is asserted needs each load measured, not its precision
-
-
-def autotune(*args: str, studies) -> subprocess.CompletedProcess:
-    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=1500)  # fmt: skip
 
 
 def test_real_study(vllm_cpu_python, tmp_path) -> None:

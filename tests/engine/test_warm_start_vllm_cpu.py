@@ -8,23 +8,15 @@ right after its baseline. Short: four launch configurations, a single load, 16 p
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.conftest import REPO, SPACES
+from tests.conftest import SPACES
+from tests.engine.conftest import autotune
 
 pytestmark = pytest.mark.engine
 RULE = "learned:speculative=mtp:1"
-
-
-def autotune(*args: str, studies) -> subprocess.CompletedProcess:
-    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=1500)  # fmt: skip
 
 
 def space(tmp_path, name: str, input_len: int, output_len: int):
