@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,17 @@ from autotune.testing.sim import H200X8
 REPO = Path(__file__).resolve().parent.parent
 SPACES = REPO / "search_spaces"
 DATA = Path(__file__).resolve().parent / "data"
+
+
+def local_llama(path: Path, max_positions: int) -> Path:
+    """Make a local dense checkpoint at ``path`` (a new directory): a Llama ``config.json`` with ``max_positions``
+    positions and 1 KiB of weights, for what autotune reads from a local model's config."""
+    path.mkdir()
+    config = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 32, "max_position_embeddings": max_positions,
+              "hidden_size": 4096, "num_hidden_layers": 32}  # fmt: skip
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "model.safetensors").write_bytes(b"\0" * 1024)
+    return path
 
 
 @pytest.fixture

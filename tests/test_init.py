@@ -15,6 +15,7 @@ from autotune.errors import UsageError
 from autotune.space.files import parse_space
 from autotune.space.init import Request, write_space
 from autotune.space.schema import TiedParam
+from tests.conftest import local_llama
 
 ENGINES = ("vllm", "sglang", "trtllm")
 runner = CliRunner()
@@ -84,12 +85,7 @@ def test_moe_model_gets_expert_parallel_and_dp_attention() -> None:
 
 
 def test_a_local_config_json_is_read_and_named_as_the_source(tmp_path) -> None:
-    model = tmp_path / "my-model"
-    model.mkdir()
-    config = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 32, "max_position_embeddings": 32768,
-              "hidden_size": 4096, "num_hidden_layers": 32}  # fmt: skip
-    (model / "config.json").write_text(json.dumps(config))
-    (model / "model.safetensors").write_bytes(b"\0" * 1024)
+    model = local_llama(tmp_path / "my-model", 32768)
     text, data, _ = written(str(model), engines=("vllm",))
     assert f"{model}/config.json" in text
     assert layouts(data, "vllm")[0] == {"tp": 1, "dp": 8}

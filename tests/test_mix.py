@@ -15,6 +15,7 @@ from autotune.records import LoadRecord, TrialRecord, WorkloadRecord
 from autotune.search import mix, setup
 from autotune.search.mix import Share
 from autotune.space.files import load_space
+from tests.conftest import local_llama
 
 SPACE = """
 name: digest-probe
@@ -154,8 +155,6 @@ def test_validate_measures_a_mix_studys_own_workloads_each_at_its_chosen_load(tm
 
 
 def test_init_writes_several_workloads_and_the_seed_suite_scaled_to_the_context(tmp_path) -> None:
-    import json
-
     from autotune.space.init import Request, write_space
 
     def written(**changes) -> list:
@@ -170,12 +169,7 @@ def test_init_writes_several_workloads_and_the_seed_suite_scaled_to_the_context(
     assert [w.name for w in six] == ["sharegpt", "very-long", "long", "medium", "short", "generation-heavy"]
     assert [(w.input_len, w.output_len) for w in six[1:]] == [(32000, 100), (4000, 200), (2000, 100), (128, 4),
                                                               (1000, 2000)]  # fmt: skip
-    model = tmp_path / "small-context"
-    model.mkdir()
-    config = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 32, "max_position_embeddings": 8192,
-              "hidden_size": 4096, "num_hidden_layers": 32}  # fmt: skip
-    (model / "config.json").write_text(json.dumps(config))
-    (model / "model.safetensors").write_bytes(b"\0" * 1024)
+    model = local_llama(tmp_path / "small-context", 8192)
     scaled = written(model=str(model), engines=("vllm",), seed_suite=True)
     assert all(w.input_len + w.output_len <= 8192 for w in scaled)
     assert scaled[1].input_len == round(32000 * 8192 / 32100)
