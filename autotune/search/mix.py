@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Share:
-    """One workload's part of a mix: its weight and its relative throughput (measured, or a ceiling)."""
+    """One workload's part of a mix: its weight and its relative throughput (measured, or, for a workload not
+    measured yet, the most it could reach: in a study ``math.inf``, as nothing measured bounds it)."""
 
     weight: float
     relative: float
@@ -50,17 +51,19 @@ def mix_value(kind: str, shares: Sequence[Share]) -> float:
     return math.exp(sum(s.weight * math.log(s.relative) for s in shares) / total)
 
 
-def upper_bound(kind: str, measured: Sequence[Share], ceilings: Sequence[Share]) -> float:
-    """The most the mix can reach: the workloads measured at their relatives, the others at their ceilings."""
-    return mix_value(kind, [*measured, *ceilings])
+def upper_bound(kind: str, measured: Sequence[Share], left: Sequence[Share]) -> float:
+    """The most the mix can reach: the workloads measured at their relatives, those ``left`` at the most each could
+    reach (a study passes ``math.inf``: a workload not measured is unbounded)."""
+    return mix_value(kind, [*measured, *left])
 
 
-def cannot_lift(kind: str, measured: Sequence[Share], ceilings: Sequence[Share], incumbent: float | None) -> bool:
-    """Whether the workloads left (at ``ceilings``) cannot lift the mix above ``incumbent``: measuring them could not
-    change the study's best. False without an incumbent, or with nothing left to measure (the mix is then known)."""
-    if incumbent is None or not ceilings:
+def cannot_lift(kind: str, measured: Sequence[Share], left: Sequence[Share], incumbent: float | None) -> bool:
+    """Whether the workloads ``left`` (each at the most it could reach) cannot lift the mix above ``incumbent``:
+    measuring them could not change the study's best. False without an incumbent, or with nothing left to measure
+    (the mix is then known)."""
+    if incumbent is None or not left:
         return False
-    return upper_bound(kind, measured, ceilings) <= incumbent
+    return upper_bound(kind, measured, left) <= incumbent
 
 
 def spread(relatives: Sequence[float]) -> float:

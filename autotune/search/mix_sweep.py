@@ -29,7 +29,8 @@ LAUNCH_CONSTRAINT = "launch"
 
 
 def study_history(trials: list[optuna.trial.FrozenTrial]) -> dict[str, list[float]]:
-    """Each workload's relatives over the study's completed trials that met its SLOs (for ceilings and order)."""
+    """Each workload's relatives over the study's completed trials that met its SLOs (for the order the workloads
+    are measured in: ``mix.discriminating_order``)."""
     history: dict[str, list[float]] = {}
     for t in trials:
         if t.state != optuna.trial.TrialState.COMPLETE or records.is_duplicate(t):
@@ -133,7 +134,8 @@ class MixSweep:
         return [mix.Share(r.weight, r.relative) for r in self.results.values() if r.relative is not None]
 
     def bound(self) -> float | None:
-        """After an early stop, the most the mix could have reached (the workloads left at their ceilings)."""
+        """After an early stop, the most the mix could have reached: the workloads left unbounded (``_unbounded``),
+        so only the measured ones bound it (``worst``: the lowest of them); None without an early stop."""
         left = self._unbounded([n for n in self.workloads if n not in self.results])
         return mix.upper_bound(self.kind, self._shares(), left) if self.stopped_early and left else None
 
