@@ -1,9 +1,12 @@
-"""Shared pieces of the client benchmarks: the scripted server pinned to one core, both clients pinned to the other,
-each run as its own CLI process (so neither gets a warm interpreter), results read from their JSON."""
+"""Shared pieces of the benchmarks. The client benchmarks': the scripted server pinned to one core, both clients
+pinned to the other, each run as its own CLI process (so neither gets a warm interpreter), results read from their
+JSON. The landscape benchmarks': a landscape (a space on the table model) with its optimum, and the one-workload
+space cut from a several-workload one."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -12,8 +15,13 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from autotune.engines import get_engine
+from autotune.errors import StartupFailure, UnsupportedConfig
 from autotune.serving.process import ServerProcess
+from autotune.sim.models import TableModel
+from autotune.space.files import load_space
 from autotune.testing.scripted import serving
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,3 +72,92 @@ def run_client(client: str, server: ServerProcess, streams: int, output_len: int
 
 def median_of(results: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in results)
+
+
+def launch_key(server) -> str:
+    """A launch configuration's knobs, without the model and engine version (the same knobs on a sibling model or
+    another release give the same key)."""
+    return json.dumps(server.model_dump(mode="json", exclude={"model", "engine_version"}), sort_keys=True)
+
+
+class Landscape:
+    """The table behind a space: outcomes of (launch configuration, load), its optimum and where it is."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.space = path, load_space(path)
+        self.engine = next(iter(self.space.engines))
+        self.cost = self.space.simulate.cost
+        self.params = self.space.engine_params(self.engine)
+        self.cache: dict[str, dict | str] = {}
+        # each launch configuration's best feasible row, among those the static rules let through (no strategy
+        # launches the others)
+        self.best: dict[str, float] = {}
+        self.labels: dict[str, str] = {}
+        launch = self.space.launch_params(self.engine)
+        for values in itertools.product(*(p.values() for p in self.params.values())):
+            chosen = dict(zip(self.params, values, strict=True))
+            point = self.space.point(self.engine, chosen)
+            if (value := self.value(point)) and self._passes(point):
+                key = launch_key(point.server)
+                self.best[key] = max(self.best.get(key, 0.0), value)
+                self.labels[key] = _label({n: v for n, v in chosen.items() if n in launch})
+        self.optimum_key = max(self.best, key=self.best.__getitem__)
+        self.optimum = self.best[self.optimum_key]
+
+    def _passes(self, point) -> bool:
+        try:
+            get_engine(self.engine).check(point.server, self.space.hardware)
+        except UnsupportedConfig:
+            return False
+        return True
+
+    def outcome(self, point) -> dict | str:
+        """The row's result, or its failure kind."""
+        key = json.dumps([point.server.model_dump(mode="json"), point.client], sort_keys=True)
+        if key not in self.cache:
+            workload = self.space.workload.model_copy(update=point.client)
+            try:
+                self.cache[key] = TableModel(self.space.simulate.table, point.server).evaluate(
+                    workload, [None] * workload.num_prompts, "m"
+                )
+            except StartupFailure as exc:
+                self.cache[key] = exc.kind.value
+        return self.cache[key]
+
+    def value(self, point) -> float | None:
+        """The objective of a feasible row, else None."""
+        result = self.outcome(point)
+        if isinstance(result, str) or any(result[m] > limit for m, limit in self.space.objective.slo.items()):
+            return None
+        return result[self.space.objective.metrics[0].name]
+
+    def best_of(self, key: str) -> float:
+        """A launch configuration's best feasible value over the loads (0: infeasible at every load, or none)."""
+        return self.best.get(key, 0.0)
+
+    def label(self, key: str) -> str:
+        return self.labels.get(key, "-")
+
+
+def _label(params: dict[str, Any]) -> str:
+    """``tp=8, ep=8, kv_cache_dtype=fp8``: set knobs (a tied group's members one by one), unset ones left out."""
+    flat: dict[str, Any] = {}
+    for name, value in params.items():
+        flat |= value if isinstance(value, dict) else {name.split(".", 1)[-1]: value}  # without the engine's prefix
+    return ", ".join(f"{n}={json.dumps(v) if isinstance(v, bool) else v}" for n, v in flat.items() if v is not None)
+
+
+def single_workload_document(document: dict[str, Any], name: str) -> dict[str, Any]:
+    """The one-workload space document of workload ``name`` of a several-workload space ``document``: that workload
+    (with its name, which the table model selects its rows by), its SLO, its loads; the same knobs and table."""
+    single = {k: v for k, v in document.items() if k != "workloads"}
+    workload = dict(next(w for w in document["workloads"] if w["name"] == name))
+    slo, loads = workload.pop("slo", None), workload.pop("loads", None)
+    workload.pop("weight", None)
+    single["workload"] = workload
+    single["objective"] = {"metrics": document["objective"]["metrics"], "slo": slo or document["objective"]["slo"]}
+    if loads:
+        values = [int(v) for v in loads["max_concurrency"]]
+        single["params"] = {**document["params"], "max_concurrency": {"choices": values,
+                                                                      "default": values[len(values) // 2]}}  # fmt: skip
+    return single

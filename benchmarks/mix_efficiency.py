@@ -50,6 +50,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _harness import single_workload_document  # noqa: E402
+
 from autotune.engines import get_engine  # noqa: E402
 from autotune.errors import StartupFailure, UnsupportedConfig  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -122,14 +124,8 @@ class MixLandscape:
 
     def single_space(self, workload: Workload, directory: Path) -> tuple[SearchSpace, Path]:
         """Today's one-workload space for ``workload``: its own SLO and loads, the same knobs and table."""
-        document = yaml.safe_load(self.path.read_text())
-        del document["workloads"]
-        document["workload"] = workload.model_dump(mode="json", exclude={"weight", "slo", "loads"}, exclude_unset=True)
-        document["objective"] = {"metrics": document["objective"]["metrics"], "slo": self.space.workload_slo(workload)}
+        document = single_workload_document(yaml.safe_load(self.path.read_text()), workload.name)
         document["simulate"]["table"] = str(REPO / self.space.simulate.table)
-        if workload.loads:
-            loads = [int(v) for v in workload.loads["max_concurrency"]]
-            document["params"]["max_concurrency"] = {"choices": loads, "default": loads[len(loads) // 2]}
         path = directory / f"{self.path.stem}-{workload.name}.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return load_space(path), path

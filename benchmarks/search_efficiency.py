@@ -47,14 +47,12 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autotune.engines import get_engine  # noqa: E402
-from autotune.errors import StartupFailure, UnsupportedConfig  # noqa: E402
+from _harness import Landscape  # noqa: E402
+
 from autotune.search.learning import needs_at_least  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
 from autotune.search.study import RunOptions, prepare_study  # noqa: E402
 from autotune.search.workers import run_trials  # noqa: E402
-from autotune.sim.models import TableModel  # noqa: E402
-from autotune.space.files import load_space  # noqa: E402
 
 STRATEGIES = ("autotune", "tpe", "random", "one_knob")
 TARGETS = (0.95, 0.99)
@@ -75,46 +73,6 @@ class Run:
             if best >= target:
                 return i + 1, self.costs[i]
         return None
-
-
-class Landscape:
-    """The table behind a space: outcomes of (launch configuration, load), and its optimum."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.space = path, load_space(path)
-        self.engine = next(iter(self.space.engines))
-        self.cost = self.space.simulate.cost
-        self.params = self.space.engine_params(self.engine)
-        self.cache: dict[str, dict | str] = {}
-        # the best feasible row among configurations the static rules let through (no strategy launches the others)
-        self.optimum = max(v for p in self.space.enumerate(self.engine) if self._passes(p) and (v := self.value(p)))
-
-    def _passes(self, point) -> bool:
-        try:
-            get_engine(self.engine).check(point.server, self.space.hardware)
-        except UnsupportedConfig:
-            return False
-        return True
-
-    def outcome(self, point) -> dict | str:
-        """The row's result, or its failure kind."""
-        key = json.dumps([point.server.model_dump(mode="json"), point.client], sort_keys=True)
-        if key not in self.cache:
-            workload = self.space.workload.model_copy(update=point.client)
-            try:
-                self.cache[key] = TableModel(self.space.simulate.table, point.server).evaluate(
-                    workload, [None] * workload.num_prompts, "m"
-                )
-            except StartupFailure as exc:
-                self.cache[key] = exc.kind.value
-        return self.cache[key]
-
-    def value(self, point) -> float | None:
-        """The objective of a feasible row, else None."""
-        result = self.outcome(point)
-        if isinstance(result, str) or any(result[m] > limit for m, limit in self.space.objective.slo.items()):
-            return None
-        return result[self.space.objective.metrics[0].name]
 
 
 def run_autotune(landscape: Landscape, seed: int, trials: int) -> Run:
