@@ -16,6 +16,7 @@ FIRST_QUEUED_ATTR = "autotune_first_configurations_queued"
 RULE_PREFIX = "learned_rule:"  # one attribute per learned rule: workers add rules without a race
 RECHECK_PREFIX = "recheck:"  # one attribute per inherited rule re-checked on this study's version: the trial doing it
 WARM_WEIGHT_PREFIX = "warm_weight:"  # one attribute per update of the warm prior's weight (by trial number)
+CALIBRATION_PREFIX = "calibration:"  # one attribute per trial's calibration error (by trial number)
 REFERENCE_PREFIX = "mix_reference:"  # one attribute per workload's reference: workers add them without a race
 
 
@@ -81,6 +82,17 @@ class WarmWeight(BaseModel):
     concordant: int  # of them, ordered as the prior predicted
 
 
+class CalibrationError(BaseModel):
+    """The performance model's error on one trial: the median factor between the objective it predicted and what the
+    trial measured at the same loads, raw and calibrated on the trials before it (``autotune.search.calibration``)."""
+
+    model_config = ConfigDict(frozen=True)
+    trial: int
+    raw: float | None
+    calibrated: float | None
+    fitted_loads: int  # the measured loads the calibration was fitted to (0: none yet, it is the raw model)
+
+
 class StudyRecord(BaseModel):
     """What a study stores besides its trials: its description (written when it is made; ``space_digest`` last, so
     its presence says the description is whole), its budget, and the rules its failures taught it."""
@@ -105,6 +117,7 @@ class StudyRecord(BaseModel):
     upgrade_of: str | None = None  # `study upgrade`: the study of the older version this one re-tunes
     rechecks: dict[str, int] = Field(default_factory=dict)  # inherited rule name → the trial re-checking it here
     warm_weights: list[WarmWeight] = Field(default_factory=list)  # the warm prior's weight, trial by trial
+    calibration: list[CalibrationError] = Field(default_factory=list)  # the performance model's error, by trial
 
     @classmethod
     def of(cls, study: optuna.Study) -> StudyRecord:
@@ -113,11 +126,11 @@ class StudyRecord(BaseModel):
         rules = {"learned:" + key.removeprefix(RULE_PREFIX): rule for key, rule in attrs.items()
                  if key.startswith(RULE_PREFIX)}  # fmt: skip
         rechecks = {key.removeprefix(RECHECK_PREFIX): n for key, n in attrs.items() if key.startswith(RECHECK_PREFIX)}
-        weights = sorted((w for key, w in attrs.items() if key.startswith(WARM_WEIGHT_PREFIX)),
-                         key=lambda w: w.get("trial", 0) if isinstance(w, dict) else 0)  # fmt: skip
+        weights, calibration = _by_trial(attrs, WARM_WEIGHT_PREFIX), _by_trial(attrs, CALIBRATION_PREFIX)
         references = {key.removeprefix(REFERENCE_PREFIX): value for key, value in attrs.items()
                       if key.startswith(REFERENCE_PREFIX) and isinstance(value, int | float)}  # fmt: skip
-        attrs = attrs | {"rechecks": rechecks, "warm_weights": weights, "mix_reference": references}
+        attrs = attrs | {"rechecks": rechecks, "warm_weights": weights, "calibration": calibration,
+                         "mix_reference": references}  # fmt: skip
         try:
             return cls.model_validate(attrs | {"learned_rules": rules})
         except pydantic.ValidationError as exc:
@@ -130,6 +143,12 @@ class StudyRecord(BaseModel):
     def slo(self) -> dict[str, float]:
         """The study's SLO limits by metric ({} without)."""
         return (self.objective or {}).get("slo", {})
+
+
+def _by_trial(attrs: dict[str, Any], prefix: str) -> list[Any]:
+    """The attributes named ``prefix`` + a trial number, in trial order."""
+    return sorted((value for key, value in attrs.items() if key.startswith(prefix)),
+                  key=lambda value: value.get("trial", 0) if isinstance(value, dict) else 0)  # fmt: skip
 
 
 def _fits(model: type[BaseModel], value: Any) -> bool:
@@ -158,9 +177,10 @@ def write_study(study: optuna.Study, **fields: Any) -> None:
             for rule_name, trial in record.rechecks.items():
                 attrs[RECHECK_PREFIX + rule_name] = trial
             continue
-        if name == "warm_weights":
-            for weight in record.warm_weights:
-                attrs[f"{WARM_WEIGHT_PREFIX}{weight.trial}"] = weight.model_dump()
+        if name in ("warm_weights", "calibration"):
+            prefix = WARM_WEIGHT_PREFIX if name == "warm_weights" else CALIBRATION_PREFIX
+            for entry in getattr(record, name):
+                attrs[f"{prefix}{entry.trial}"] = entry.model_dump()
             continue
         value = getattr(record, name)
         if isinstance(value, BaseModel) or (isinstance(value, list) and value and isinstance(value[0], BaseModel)):

@@ -96,6 +96,7 @@ class TrialRecord(BaseModel):
     neighbour_of: int | None = None  # queued as an untried neighbour of this trial (``autotune.search.refine``)
     warm_of: str | None = None  # queued to re-measure an earlier study's trial ("study:trial"; warm start)
     warm_predicted: float | None = None  # queued by the warm prior: its predicted value relative to the best
+    calibrated_predicted: float | None = None  # queued by the self-calibrating prior: its predicted value
     simulated: dict[str, Any] | None = None  # the simulator's settings, for a trial it measured
     # what became of it
     outcome: Outcome | str | None = _word()
@@ -183,7 +184,8 @@ class TrialRecord(BaseModel):
 _FIELDS = frozenset(TrialRecord.model_fields) - {"metrics", "extra"}
 # What marks a fixed configuration: the only attributes a configuration queued again keeps (a dead worker's retry,
 # a launch whose engine was not installed), not the dead attempt's results, log or failure.
-FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of", "warm_of", "warm_predicted")
+FIXED_MARKS = ("baseline", "prior", "prior_predicted", "neighbour_of", "warm_of", "warm_predicted",
+               "calibrated_predicted")  # fmt: skip
 # What a duplicate takes of the trial it repeats (its chosen load's throughputs with it).
 DUPLICATED = ("failure_kind", "failure_reason", "rejected_by", "launch", "load", "output_throughput",
               "total_token_throughput", "workloads", "mix")  # fmt: skip

@@ -34,12 +34,23 @@ _NO_WORKDIR = Path(".")  # the simulator in process writes nothing
 
 
 @dataclass(frozen=True)
+class PredictedLoad:
+    """What the model predicts at one load of a configuration: the objective's and the SLOs' metrics."""
+
+    load: dict[str, Any]
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Ranked:
-    """A launch configuration and what the prior predicts for it (None: predicted infeasible)."""
+    """A launch configuration and what the prior predicts for it: its value (None: predicted infeasible) and the
+    metrics at every load the model could evaluate (none: it would not start); the metrics are what the
+    self-calibrating prior (``autotune.search.calibration``) corrects."""
 
     engine: str
     params: dict[str, Any]
     predicted: float | None
+    loads: tuple[PredictedLoad, ...] = ()
 
 
 def prior_model(space: SearchSpace) -> str | None:
@@ -66,7 +77,7 @@ def rank(space: SearchSpace, model: str) -> list[Ranked]:
 
 def _rank(space: SearchSpace, model: str) -> list[Ranked]:
     backends = {engine: prediction_backend(space, engine, model) for engine in space.engines}
-    ranked = [Ranked(engine, params, _predict(space, backends[engine], engine, params))
+    ranked = [_predict(space, backends[engine], engine, params)
               for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
     better = sign(space.objective.metrics[0].direction)
     ranked.sort(key=lambda r: (r.predicted is None, -better * (r.predicted or 0.0)))
@@ -99,32 +110,45 @@ def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
     return passing
 
 
-def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str, Any]) -> float | None:
-    """The model's best SLO-feasible value over the space's loads, or None (fails to start, or no load meets SLOs).
+def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str, Any]) -> Ranked:
+    """The model's metrics at every load, and its best SLO-feasible value over them, or None (fails to start, or no
+    load meets SLOs).
 
-    Loads are evaluated lightest first, up to the first that misses an SLO (latency grows with load)."""
+    The value is the best of the loads lightest first, up to the first that misses an SLO (latency grows with load);
+    the metrics of every load are kept, for the calibration to correct."""
     config = space.point(engine, params).server
     with backend.serve(config, _NO_WORKDIR) as predicted:
         try:
             predicted.wait_ready(0.0)
         except AutotuneError:  # would not start (LaunchFailed), or the model cannot say (a table that is unreadable)
-            return None
-        return _best_load(space, engine, predicted)
+            return Ranked(engine, params, None)
+        loads = _predicted_loads(space, engine, predicted)
+    return Ranked(engine, params, best_feasible(space, loads), loads)
 
 
-def _best_load(space: SearchSpace, engine: str, predicted: Serving) -> float | None:
-    objective, best = space.objective, None
+def _predicted_loads(space: SearchSpace, engine: str, predicted: Serving) -> tuple[PredictedLoad, ...]:
+    objective, loads = space.objective, []
+    names = [objective.metrics[0].name, *objective.slo]
+    # a several-workload space is ranked on its first workload (the prior orders, it never removes)
+    first = space.mix_workloads()[0]
     for load in space.load_levels(engine):
-        # a several-workload space is ranked on its first workload (the prior orders, it never removes)
-        first = space.mix_workloads()[0]
         workload = first.model_copy(update={**load, "num_prompts": min(first.num_prompts, PRIOR_PROMPTS)})
         try:
             result = predicted.measure(workload)
         except AutotuneError:
             continue
-        value = result.metric(objective.metrics[0].name)
-        if any(_or_inf(result.metric(m)) > limit for m, limit in objective.slo.items()):
+        metrics = {m: v for m in names if (v := result.metric(m)) is not None}
+        loads.append(PredictedLoad(load, metrics))
+    return tuple(loads)
+
+
+def best_feasible(space: SearchSpace, loads: tuple[PredictedLoad, ...]) -> float | None:
+    """The best objective value among ``loads`` (lightest first) up to the first that misses an SLO, or None."""
+    objective, best = space.objective, None
+    for predicted in loads:
+        if any(_or_inf(predicted.metrics.get(m)) > limit for m, limit in objective.slo.items()):
             break
+        value = predicted.metrics.get(objective.metrics[0].name)
         if value is None or math.isnan(value):
             continue
         if best is None or (value > best) == maximized(objective.metrics[0].direction):

@@ -22,7 +22,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from autotune import records
 from autotune.engines import Engine
 from autotune.errors import AutotuneError
-from autotune.search import budget, names, warm_model, warm_start
+from autotune.search import budget, calibration, names, warm_model, warm_start
 from autotune.search import setup as study_setup
 from autotune.search.backends import engine_for
 from autotune.search.locks import budget_lock
@@ -177,12 +177,14 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
 
 
 def after_trial(prepared: PreparedStudy, finished: optuna.trial.FrozenTrial) -> None:
-    """After each trial of a warm-started study, the warm prior's weight and its next pick
-    (``autotune.search.warm_model.step``); nothing for a cold study."""
+    """After each trial: a warm-started study's warm prior, its weight and its next pick
+    (``autotune.search.warm_model.step``); then the performance model's calibration, its error and its next pick
+    where the warm prior picked none (``autotune.search.calibration.step``)."""
+    options, space = prepared.options, prepared.objective.space
+    lock = functools.partial(budget_lock, options.storage, options.name, options.studies_dir)
     if prepared.warm:
-        options = prepared.options
-        warm_model.step(prepared.study, prepared.objective.space, finished,
-                        functools.partial(budget_lock, options.storage, options.name, options.studies_dir))  # fmt: skip
+        warm_model.step(prepared.study, space, finished, lock)
+    calibration.step(prepared.study, space, finished, lock)
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:

@@ -135,7 +135,7 @@ def _run_trials_until_done(prepared: PreparedStudy, on_trial, started: float) ->
         frozen = _run_trial(study, prepared.storage, trial, prepared.objective, options.heartbeat_s)
         if budget.is_duplicate(frozen):
             _refine(prepared)
-        after_trial(prepared, frozen)  # a warm-started study's prior: its weight, its next pick
+        after_trial(prepared, frozen)  # the warm prior and the calibrated one: their next pick
         if on_trial:
             on_trial(study, frozen)
 

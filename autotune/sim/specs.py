@@ -163,7 +163,9 @@ def model_shape(model: str) -> ModelShape | None:
     path = Path(model)
     if (path / "config.json").is_file():
         return _shape_from_config(path)
-    return SHAPES.get(path.name.lower())
+    name = path.name.lower().removeprefix("meta-")  # Meta's hub names: meta-llama/Meta-Llama-3.1-70B[-Instruct]
+    # a base model has its instruct model's architecture (the same config.json shape, other weights)
+    return SHAPES.get(name) or SHAPES.get(f"{name}-instruct")
 
 
 def device_spec(gpu: str | None, gpus: int) -> DeviceSpec:

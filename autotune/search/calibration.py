@@ -1,0 +1,191 @@
+"""The self-calibrating prior: the performance model's predictions corrected by what this study's launches measured.
+
+A performance model is rarely right in absolute terms (the analytic model's TTFT can be off by 10x, so it calls
+every configuration SLO-infeasible), but its errors are regular: a factor on a metric, a factor per knob value.
+After every launch that measured something, a **residual model** is refit: for each metric the objective and the
+SLOs read, ``log(measured / predicted) = mean + Σ effect[knob = value] + effect[load]``, over every load each
+launch measured (ridge regression: ``RIDGE`` pulls effects a few measurements support towards 0, so an unseen
+value keeps the mean correction alone). The corrected metrics of every configuration at every load give its
+calibrated value (its best SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
+
+**Its use**: after each trial, the best calibrated configuration that no trial has tried, no learned rule refuses
+and the model still predicts to start is queued next (marked ``calibrated_predicted``), as long as it is predicted
+to beat the incumbent; when nothing is, the sampler leads, and a launch that then measures something refits the
+model. A wrong model costs the launches that showed it wrong: each is a measurement that corrects it.
+
+**Its error**, recorded after every trial (``StudyRecord.calibration``, printed by ``study show``): the objective's
+median error factor at the loads that trial measured, of the raw model and of the model calibrated on the trials
+before it (an out-of-sample error: what the calibration knew when it would have ranked that trial).
+
+A several-workload space is ranked on its first workload; its mix value is another unit, so there the calibration
+records its error but queues nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune import records
+from autotune.records import CalibrationError, StudyRecord, TrialRecord
+from autotune.search.learning import rule_broken
+from autotune.search.objective import config_key
+from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
+from autotune.search.ranking import best_of, maximizes, sign
+from autotune.search.setup import with_engine
+from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
+from autotune.space.schema import SearchSpace
+
+RIDGE = 1.0  # the ridge penalty on each knob value's and load's effect (the mean correction is not penalised)
+
+
+def _features(ranked: Ranked, load: dict[str, Any]) -> list[str]:
+    knobs = [f"{name}={json.dumps(value)}" for name, value in ranked.params.items()]
+    return [f"engine={ranked.engine}", *knobs, f"load={json.dumps(load, sort_keys=True)}"]
+
+
+class Calibration:
+    """The residual model of each metric, fitted to ``measured``: (the prior's ranking of a launched configuration,
+    the metrics measured at each of its loads)."""
+
+    def __init__(self, measured: list[tuple[Ranked, list[records.LoadRecord]]]) -> None:
+        rows: list[tuple[list[str], dict[str, float]]] = []  # (features, log(measured / predicted) by metric)
+        for ranked, loads in measured:
+            predicted = {json.dumps(p.load, sort_keys=True): p.metrics for p in ranked.loads}
+            for level in loads:
+                model = predicted.get(json.dumps(level.load, sort_keys=True))
+                if model is None or not level.metrics:
+                    continue
+                residuals = {name: math.log(got / value) for name, value in model.items()
+                             if isinstance(got := level.metrics.get(name), int | float) and got > 0 and value > 0}  # fmt: skip
+                rows.append((_features(ranked, level.load), residuals))
+        self.rows = len(rows)  # the measured loads it is fitted to
+        self._index = {f: i for i, f in enumerate(sorted({f for features, _ in rows for f in features}))}
+        names = {name for _, residuals in rows for name in residuals}
+        self._fits = {name: self._fit([(f, r[name]) for f, r in rows if name in r]) for name in names}
+
+    def _fit(self, rows: list[tuple[list[str], float]]) -> tuple[float, np.ndarray]:
+        """The mean residual, and each feature's effect around it (ridge)."""
+        x = np.zeros((len(rows), len(self._index)))
+        for i, (features, _) in enumerate(rows):
+            x[i, [self._index[f] for f in features]] = 1.0
+        y = np.array([residual for _, residual in rows])
+        mean = float(y.mean())
+        return mean, np.linalg.solve(x.T @ x + RIDGE * np.eye(len(self._index)), x.T @ (y - mean))
+
+    def corrected(self, ranked: Ranked) -> tuple[PredictedLoad, ...]:
+        """``ranked``'s predicted metrics at each load, corrected."""
+        loads = []
+        for predicted in ranked.loads:
+            features = [i for f in _features(ranked, predicted.load) if (i := self._index.get(f)) is not None]
+            metrics = {}
+            for name, value in predicted.metrics.items():
+                mean, coef = self._fits.get(name, (0.0, None))
+                effect = mean + (float(coef[features].sum()) if coef is not None else 0.0)
+                metrics[name] = value * math.exp(effect)
+            loads.append(PredictedLoad(predicted.load, metrics))
+        return tuple(loads)
+
+
+def measured_configurations(space: SearchSpace, ranking: list[Ranked], trials: list[FrozenTrial],
+                            before: int | None = None) -> list[tuple[Ranked, list[records.LoadRecord]]]:  # fmt: skip
+    """Each launched trial (numbered under ``before``, if given) that the ranking predicts, with the loads of its
+    first workload it measured."""
+    by_key = {config_key(space.point_from_params(with_engine(space, r.engine, r.params))): r for r in ranking}
+    first = space.mix_workloads()[0].name if len(space.mix_workloads()) > 1 else None
+    measured = []
+    for trial in trials:
+        if before is not None and trial.number >= before:
+            continue
+        if trial.state != TrialState.COMPLETE or not records.launched(trial) or records.is_duplicate(trial):
+            continue
+        ranked = by_key.get(records.config_key(trial))
+        loads = [level for level in TrialRecord.of(trial).benchmarks if level.metrics and level.workload == first]
+        if ranked is not None and ranked.loads and loads:
+            measured.append((ranked, loads))
+    return measured
+
+
+def _error(space: SearchSpace, loads: tuple[PredictedLoad, ...], measured: list[records.LoadRecord]) -> float | None:
+    """The median factor between the objective predicted by ``loads`` and measured at the same loads."""
+    name = space.objective.metrics[0].name
+    predicted = {json.dumps(p.load, sort_keys=True): p.metrics.get(name) for p in loads}
+    factors = []
+    for level in measured:
+        model, got = predicted.get(json.dumps(level.load, sort_keys=True)), (level.metrics or {}).get(name)
+        if model and isinstance(got, int | float) and got > 0 and model > 0:
+            factors.append(math.exp(abs(math.log(got / model))))
+    return round(statistics.median(factors), 3) if factors else None
+
+
+def error_after(space: SearchSpace, ranking: list[Ranked], trials: list[FrozenTrial],
+                finished: FrozenTrial) -> CalibrationError | None:  # fmt: skip
+    """The raw and the calibrated model's error on ``finished`` (calibrated on the trials before it), or None where
+    it measured nothing the model predicts."""
+    mine = measured_configurations(space, ranking, [finished])
+    if not mine:
+        return None
+    ranked, loads = mine[0]
+    earlier = Calibration(measured_configurations(space, ranking, trials, before=finished.number))
+    raw, calibrated = _error(space, ranked.loads, loads), _error(space, earlier.corrected(ranked), loads)
+    return CalibrationError(trial=finished.number, raw=raw, calibrated=calibrated, fitted_loads=earlier.rows)
+
+
+def next_configuration(study: optuna.Study, space: SearchSpace, ranking: list[Ranked],
+                       calibration: Calibration) -> FixedConfiguration | None:  # fmt: skip
+    """The best calibrated configuration no trial has tried or queued, no learned rule refuses and the model
+    predicts to start, if it is predicted to beat the incumbent; else None (the sampler's turn)."""
+    trials = study.get_trials(deepcopy=False)
+    if any(t.state == TrialState.WAITING for t in trials):  # queued ones go first; the next step looks again
+        return None
+    better = sign(space.objective.metrics[0].direction)
+    incumbent = best_of(trials, maximizes(study))
+    tried, queued = {records.config_key(t) for t in trials}, queued_params(study)
+    record, by_number = StudyRecord.of(study), {t.number: t for t in trials}  # read once: the loop asks no storage
+    scored = [(value, r) for r in ranking if r.loads
+              and (value := best_feasible(space, calibration.corrected(r))) is not None]  # fmt: skip
+    for value, ranked in sorted(scored, key=lambda pair: -better * pair[0]):
+        if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
+            return None
+        params = with_engine(space, ranked.engine, ranked.params)
+        if params in queued or config_key(space.point_from_params(params)) in tried:
+            continue
+        if rule_broken(record, by_number, params)[0] is not None:
+            continue
+        return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
+    return None
+
+
+def calibrates(space: SearchSpace) -> bool:
+    """Whether a study of ``space`` has a performance model to calibrate."""
+    return prior_model(space) is not None
+
+
+def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
+         lock: Callable[[], AbstractContextManager]) -> CalibrationError | None:  # fmt: skip
+    """After a trial: record the raw and calibrated model's error on it, refit, and queue the configuration the
+    calibrated model ranks first if it is predicted to beat the incumbent (under ``lock``, the study's budget lock:
+    one worker queues at a time)."""
+    model = prior_model(space)
+    if model is None:
+        return None
+    ranking = rank(space, model)
+    trials = study.get_trials(deepcopy=False)
+    error = error_after(space, ranking, trials, finished)
+    calibration = Calibration(measured_configurations(space, ranking, trials))
+    with lock():
+        if error is not None:
+            records.write_study(study, calibration=[error])
+        if len(space.mix_workloads()) == 1 and calibration.rows:
+            fixed = next_configuration(study, space, ranking, calibration)
+            if fixed is not None:
+                queue_fixed(study, fixed)
+    return error
