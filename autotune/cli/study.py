@@ -38,7 +38,7 @@ from autotune.evidence.reproduce import (
     vllm_bench_argv,
 )
 from autotune.records import Outcome, StudyRecord, TrialRecord
-from autotune.search import budget
+from autotune.search import budget, calibration
 from autotune.search.names import study_name
 from autotune.search.ranking import best_trial, feasible
 from autotune.search.study import DEFAULT_TRIALS, RunOptions, open_storage, prepare_study
@@ -240,9 +240,12 @@ def show(
     on_failures = round(sum(r["node_minutes"] or 0 for r in rows if r["failure_kind"]), 2)
     rules = learned_rules(study)
     if as_json:
-        warm = StudyRecord.of(study).model_dump(include={"warm_sources", "warm_weights", "upgrade_of", "identity"})
+        record = StudyRecord.of(study)
+        warm = record.model_dump(include={"warm_sources", "warm_weights", "upgrade_of", "identity"})
+        errors = [e.model_dump() for e in record.calibration]
         print(json.dumps({"study": name, "trials": rows, "failures_by_kind": failures, "node_minutes": total,
                           "node_minutes_on_failures": on_failures, "learned_rules": rules, "warm": warm,
+                          "calibration": errors,
                           "budget": budget.summary(study).model_dump()}, indent=1, default=str))  # fmt: skip
         return
     print_trials(console, name, rows)
@@ -256,6 +259,8 @@ def show(
         origin = f"trial {rule['trial']}" if rule["inherited_from"] is None else f"from {rule['inherited_from']}"
         console.print(f"learned rule '{rule_id}' ({origin}, {rule['kind']}): {reason}")
     print_warm(console, study)
+    for line in calibration.summary(study):
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
@@ -269,7 +274,7 @@ def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
             "taught_rule": r.taught_rule, "duplicate_of": r.duplicate_of, "launch_s": r.launch_s,
             "benchmark_s": r.benchmark_s, "gpus": r.gpus, "engine_process": r.engine_process,
             "gpu_memory_mib": r.gpu_memory_mib, "warm_of": r.warm_of, "warm_predicted": r.warm_predicted,
-            "rechecks": r.rechecks}  # fmt: skip
+            "calibrated_predicted": r.calibrated_predicted, "rechecks": r.rechecks}  # fmt: skip
     return row | mix_fields(r)
 
 

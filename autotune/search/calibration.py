@@ -44,6 +44,7 @@ from autotune.search.setup import with_engine
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
 from autotune.space.schema import SearchSpace
 
+LAST = 10  # `study show` gives the error over the whole study and over this many last trials
 RIDGE = 1.0  # the ridge penalty on each knob value's and load's effect (the mean correction is not penalised)
 
 
@@ -189,3 +190,22 @@ def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
             if fixed is not None:
                 queue_fixed(study, fixed)
     return error
+
+
+def summary(study: optuna.Study) -> list[str]:
+    """The performance model's error in lines (``study show``): the median factor, raw and calibrated, over every
+    trial it predicted and over the last ``LAST`` (nothing for a study without a performance model)."""
+    errors = StudyRecord.of(study).calibration
+    if not errors:
+        return []
+
+    def medians(part: list[CalibrationError]) -> str:
+        raw = [e.raw for e in part if e.raw is not None]
+        calibrated = [e.calibrated for e in part if e.calibrated is not None]
+        return (f"x{statistics.median(raw):.2f} raw, x{statistics.median(calibrated):.2f} calibrated"
+                if raw and calibrated else "-")  # fmt: skip
+
+    return [
+        f"performance model: median error on the measured launches {medians(errors)} "
+        f"({len(errors)} trials); on the last {min(LAST, len(errors))}: {medians(errors[-LAST:])}"
+    ]

@@ -1,0 +1,91 @@
+"""The self-calibrating prior: its residual model on known errors, and a study on a landscape that its raw model
+calls all SLO-infeasible, where the calibration corrects it, records its error and queues what it ranks first."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autotune.records import LoadRecord, StudyRecord, TrialRecord
+from autotune.search import calibration
+from autotune.search.calibration import Calibration
+from autotune.search.prior import PredictedLoad, Ranked
+from autotune.search.ranking import feasible
+from autotune.search.study import RunOptions, prepare_study
+from autotune.search.workers import run_trials
+from autotune.space.files import load_space
+
+REPO = Path(__file__).resolve().parent.parent
+LANDSCAPE = REPO / "benchmarks" / "landscapes" / "qwen3-235b-trtllm-2000x500.yaml"
+LOADS = [{"max_concurrency": c} for c in (8, 16, 32)]
+
+
+def ranked(seqs: int, dtype: str, throughput: float, ttft: float) -> Ranked:
+    """A configuration the model predicts ``throughput`` and ``ttft`` for at every load."""
+    metrics = {"total_token_throughput": throughput, "p99_ttft_ms": ttft}
+    return Ranked("vllm", {"max_num_seqs": seqs, "dtype": dtype}, throughput,
+                  tuple(PredictedLoad(load, metrics) for load in LOADS))  # fmt: skip
+
+
+def measured_at(throughput: float, ttft: float) -> list[LoadRecord]:
+    return [LoadRecord(load=load, feasible=True, value=throughput,
+                       metrics={"total_token_throughput": throughput, "p99_ttft_ms": ttft}) for load in LOADS]  # fmt: skip
+
+
+def test_a_constant_error_is_corrected_exactly() -> None:
+    """The model says half the throughput and ten times the TTFT of what is measured, on every configuration: the
+    mean correction is not penalised, so an unmeasured configuration's prediction is corrected by the same factors."""
+    measured = [(ranked(8, "float32", 50.0, 1000.0), measured_at(100.0, 100.0)),
+                (ranked(32, "float32", 150.0, 3000.0), measured_at(300.0, 300.0))]  # fmt: skip
+    fitted = Calibration(measured)
+    unmeasured = ranked(8, "bfloat16", 80.0, 2000.0)
+    corrected = fitted.corrected(unmeasured)
+    assert fitted.rows == 6
+    assert [p.metrics["total_token_throughput"] for p in corrected] == pytest.approx([160.0] * 3, rel=0.02)
+    assert [p.metrics["p99_ttft_ms"] for p in corrected] == pytest.approx([200.0] * 3, rel=0.02)
+
+
+def test_a_knob_value_the_model_gets_wrong_is_learned_as_its_effect() -> None:
+    """The model misses bfloat16's speed-up (it predicts the float32 throughput); after two bfloat16 and two float32
+    measurements the calibrated model predicts an unmeasured bfloat16 configuration closer to the truth than raw."""
+    truth = {"float32": 1.0, "bfloat16": 2.0}
+    measured = [(ranked(s, d, 100.0 * s, 10.0), measured_at(100.0 * s * truth[d], 10.0))
+                for s in (2, 8) for d in truth]  # fmt: skip
+    corrected = Calibration(measured).corrected(ranked(32, "bfloat16", 3200.0, 10.0))
+    predicted = corrected[0].metrics["total_token_throughput"]
+    assert abs(predicted - 6400.0) < abs(3200.0 - 6400.0) / 2, predicted
+    raw_float32 = Calibration(measured).corrected(ranked(32, "float32", 3200.0, 10.0))[0]
+    assert raw_float32.metrics["total_token_throughput"] < predicted  # the effect is bfloat16's, not everyone's
+
+
+def test_nothing_measured_leaves_the_model_as_it_is() -> None:
+    model = ranked(8, "float32", 50.0, 1000.0)
+    assert Calibration([]).corrected(model) == model.loads
+
+
+def test_a_study_calibrates_a_model_that_called_everything_infeasible() -> None:
+    """On this landscape the analytic model's TTFT is several times too high, so the raw prior ranks no
+    configuration feasible and queues none: after the baseline the calibration's error is lower than the raw
+    model's, and it queues configurations it predicts to beat the incumbent, each untried when queued."""
+    space = load_space(LANDSCAPE)
+    with tempfile.TemporaryDirectory() as tmp:
+        options = RunOptions(name="c", storage=f"sqlite:///{tmp}/c.db", studies_dir=Path(tmp), n_trials=6,
+                             seed=0, heartbeat_s=0)  # fmt: skip
+        study = run_trials(prepare_study(space, LANDSCAPE, options))
+        trials = sorted(study.trials, key=lambda t: t.number)
+        records = [TrialRecord.of(t) for t in trials]
+        assert not any(r.prior is not None for r in records)  # the raw model predicted nothing feasible
+        errors = StudyRecord.of(study).calibration
+        assert errors and errors[0].fitted_loads == 0 and errors[0].raw == errors[0].calibrated  # nothing to fit yet
+        later = [e for e in errors if e.fitted_loads > 0]
+        assert later and all(e.calibrated < e.raw for e in later), errors
+        picked = [t for t, r in zip(trials, records, strict=True) if r.calibrated_predicted is not None]
+        assert picked, "the calibration queued nothing"
+        for trial in picked:
+            earlier = [t.params for t in trials if t.number < trial.number]
+            assert trial.params not in earlier
+        best_before = max(t.values[0] for t in trials[: picked[0].number] if feasible(t))
+        assert records[picked[0].number].calibrated_predicted > best_before
+        assert calibration.summary(study)[0].startswith("performance model: median error on the measured launches x")
