@@ -175,3 +175,26 @@ def test_init_writes_several_workloads_and_the_seed_suite_scaled_to_the_context(
     assert scaled[1].input_len == round(32000 * 8192 / 32100)
     with pytest.raises(UsageError, match="--seed-suite and --workload"):
         written(seed_suite=True, workloads=("sharegpt",))
+
+
+def test_a_launch_stopped_as_infeasible_on_one_workload_records_no_bound(tmp_path) -> None:
+    """With an incumbent, a launch infeasible on its first workload stops there (infeasible for the mix); nothing
+    measured bounds a geomean of the workloads left, so no bound is recorded (not an infinite one); under ``worst``
+    the measured workload bounds it."""
+    import optuna
+
+    from autotune import records
+    from autotune.search.mix_sweep import MixSweep
+
+    space = load_space(space_file(tmp_path, TWO))
+    study = optuna.create_study(direction="maximize")
+    held = [WorkloadRecord(name=n, weight=1, feasible=True, value=100.0, relative=1.0) for n in ("chat", "rag")]
+    study.add_trial(optuna.trial.create_trial(values=[1.0], user_attrs=records.stored(workloads=held, launched=True),
+                                              constraints={"launch": 0.0}))  # fmt: skip
+    for kind, bound in (("geomean", None), ("worst", 0.4)):
+        mixed = MixSweep(space.model_copy(update={"objective": space.objective.model_copy(update={"mix": kind})}),
+                         "vllm", study, trial_number=1)  # fmt: skip
+        first = mixed.order[0]
+        mixed.results[first] = WorkloadRecord(name=first, weight=1, feasible=False, value=40.0, relative=0.4)
+        assert mixed.next_workload() is None and mixed.stopped_early
+        assert mixed.bound() == bound

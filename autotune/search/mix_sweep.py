@@ -135,9 +135,14 @@ class MixSweep:
 
     def bound(self) -> float | None:
         """After an early stop, the most the mix could have reached: the workloads left unbounded (``_unbounded``),
-        so only the measured ones bound it (``worst``: the lowest of them); None without an early stop."""
+        so only the measured ones bound it (``worst``: the lowest of them); None without an early stop, or where
+        nothing measured bounds it (a stop because one workload was infeasible, which makes the mix infeasible:
+        ``geomean`` and ``weighted_mean`` of unbounded workloads are unbounded)."""
         left = self._unbounded([n for n in self.workloads if n not in self.results])
-        return mix.upper_bound(self.kind, self._shares(), left) if self.stopped_early and left else None
+        if not (self.stopped_early and left):
+            return None
+        most = mix.upper_bound(self.kind, self._shares(), left)
+        return most if math.isfinite(most) else None
 
     def _unbounded(self, names: list[str]) -> list[mix.Share]:
         # a workload not measured can reach anything (autotune.search.mix): only what was measured bounds the mix
