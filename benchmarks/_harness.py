@@ -30,6 +30,19 @@ TOKENIZER = VLLM_CPU / "tiny"
 CLIENT_CPU, SERVER_CPU = "0", 1
 
 
+def quiet() -> None:
+    """Silence what a benchmark's studies print (warnings, Optuna's and autotune's logs): in the benchmark's
+    process and in each worker process of ``--jobs``."""
+    import logging
+    import warnings
+
+    import optuna
+
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.disable(logging.WARNING)
+
+
 def require_vllm() -> None:
     if not (VLLM_CPU / "READY").exists():
         sys.exit("needs vLLM-CPU for `vllm bench serve` (the anchor): run scripts/setup-vllm-cpu.sh")

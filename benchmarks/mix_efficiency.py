@@ -33,14 +33,12 @@ import argparse
 import concurrent.futures
 import functools
 import json
-import logging
 import math
 import os
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +48,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import single_workload_document  # noqa: E402
+from _harness import quiet, single_workload_document  # noqa: E402
 
 from autotune.engines import get_engine  # noqa: E402
 from autotune.errors import StartupFailure, UnsupportedConfig  # noqa: E402
@@ -284,9 +282,7 @@ def landscape(name: str) -> MixLandscape:
 
 def run_seed(name: str, seed: int, trials: int) -> dict:
     """One seed on one landscape, the three ways (in a worker process with ``--jobs``)."""
-    warnings.filterwarnings("ignore")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    logging.disable(logging.WARNING)
+    quiet()
     os.chdir(REPO)  # the landscapes name their tables from the repository root
     with tempfile.TemporaryDirectory() as tmp:
         return one_seed(landscape(name), seed, trials, Path(tmp))

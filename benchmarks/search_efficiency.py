@@ -32,13 +32,11 @@ import argparse
 import concurrent.futures
 import functools
 import json
-import logging
 import math
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +45,7 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import Landscape  # noqa: E402
+from _harness import Landscape, quiet  # noqa: E402
 
 from autotune.search.learning import needs_at_least  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -207,7 +205,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every summary row here")
     parser.add_argument("--jobs", type=int, default=1, help="processes to run the seeds in (the rows do not change)")
     args = parser.parse_args()
-    _quiet()
+    quiet()
     paths = args.landscapes or sorted((REPO / "benchmarks" / "landscapes").glob("*.yaml"))
     strategies = args.strategies.split(",")
     started_all = time.monotonic()
@@ -234,12 +232,6 @@ def main() -> None:
         args.json.write_text(json.dumps({"rows": rows, "pooled": list(pooled_rows.values())}, indent=1))
 
 
-def _quiet() -> None:
-    warnings.filterwarnings("ignore")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    logging.disable(logging.WARNING)
-
-
 @functools.cache
 def _landscape(path: Path) -> Landscape:
     return Landscape(path)
@@ -247,7 +239,7 @@ def _landscape(path: Path) -> Landscape:
 
 def _one_run(task: tuple[Path, str, int, int]) -> Run:
     path, strategy, seed, trials = task
-    _quiet()
+    quiet()
     return run_strategy(strategy, _landscape(path), seed, trials)
 
 

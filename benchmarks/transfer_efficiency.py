@@ -38,14 +38,12 @@ import argparse
 import concurrent.futures
 import functools
 import json
-import logging
 import math
 import os
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import optuna
@@ -54,7 +52,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import Landscape  # noqa: E402
+from _harness import Landscape, quiet  # noqa: E402
 
 from autotune import records  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -184,9 +182,7 @@ def landscape(path: str) -> Landscape:
 
 def run_seed(pair: dict, seed: int, trials: int) -> dict:
     """One seed of one pair (in a worker process)."""
-    warnings.filterwarnings("ignore")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    logging.disable(logging.WARNING)
+    quiet()
     os.chdir(REPO)  # the landscapes name their tables from the repository root
     return one_seed(pair, seed, trials)
 
