@@ -96,11 +96,23 @@ class Calibration:
         return tuple(loads)
 
 
-def measured_configurations(space: SearchSpace, ranking: list[Ranked], trials: list[FrozenTrial],
+_KEYED: dict[tuple[str, str], dict[str, Ranked]] = {}  # like the ranking it keys: one per space and model
+
+
+def keyed_ranking(space: SearchSpace, model: str) -> dict[str, Ranked]:
+    """The prior's ranking of ``space`` by ``model``, best first, by each configuration's key (the trials' own
+    ``config_key``): made once per space, since every trial's step looks its configurations up."""
+    key = (space.model_dump_json(), model)
+    if key not in _KEYED:
+        _KEYED[key] = {config_key(space.point_from_params(with_engine(space, r.engine, r.params))): r
+                       for r in rank(space, model)}  # fmt: skip
+    return _KEYED[key]
+
+
+def measured_configurations(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],
                             before: int | None = None) -> list[tuple[Ranked, list[records.LoadRecord]]]:  # fmt: skip
-    """Each launched trial (numbered under ``before``, if given) that the ranking predicts, with the loads of its
-    first workload it measured."""
-    by_key = {config_key(space.point_from_params(with_engine(space, r.engine, r.params))): r for r in ranking}
+    """Each launched trial (numbered under ``before``, if given) that the ranking (``keyed_ranking``) predicts,
+    with the loads of its first workload it measured."""
     first = space.mix_workloads()[0].name if len(space.mix_workloads()) > 1 else None
     measured = []
     for trial in trials:
@@ -108,7 +120,7 @@ def measured_configurations(space: SearchSpace, ranking: list[Ranked], trials: l
             continue
         if trial.state != TrialState.COMPLETE or not records.launched(trial) or records.is_duplicate(trial):
             continue
-        ranked = by_key.get(records.config_key(trial))
+        ranked = keyed.get(records.config_key(trial))
         loads = [level for level in TrialRecord.of(trial).benchmarks if level.metrics and level.workload == first]
         if ranked is not None and ranked.loads and loads:
             measured.append((ranked, loads))
@@ -127,20 +139,20 @@ def _error(space: SearchSpace, loads: tuple[PredictedLoad, ...], measured: list[
     return round(statistics.median(factors), 3) if factors else None
 
 
-def error_after(space: SearchSpace, ranking: list[Ranked], trials: list[FrozenTrial],
+def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],
                 finished: FrozenTrial) -> CalibrationError | None:  # fmt: skip
     """The raw and the calibrated model's error on ``finished`` (calibrated on the trials before it), or None where
     it measured nothing the model predicts."""
-    mine = measured_configurations(space, ranking, [finished])
+    mine = measured_configurations(space, keyed, [finished])
     if not mine:
         return None
     ranked, loads = mine[0]
-    earlier = Calibration(measured_configurations(space, ranking, trials, before=finished.number))
+    earlier = Calibration(measured_configurations(space, keyed, trials, before=finished.number))
     raw, calibrated = _error(space, ranked.loads, loads), _error(space, earlier.corrected(ranked), loads)
     return CalibrationError(trial=finished.number, raw=raw, calibrated=calibrated, fitted_loads=earlier.rows)
 
 
-def next_configuration(study: optuna.Study, space: SearchSpace, ranking: list[Ranked],
+def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str, Ranked],
                        calibration: Calibration) -> FixedConfiguration | None:  # fmt: skip
     """The best calibrated configuration no trial has tried or queued, no learned rule refuses and the model
     predicts to start, if it is predicted to beat the incumbent; else None (the sampler's turn)."""
@@ -151,23 +163,18 @@ def next_configuration(study: optuna.Study, space: SearchSpace, ranking: list[Ra
     incumbent = best_of(trials, maximizes(study))
     tried, queued = {records.config_key(t) for t in trials}, queued_params(study)
     record, by_number = StudyRecord.of(study), {t.number: t for t in trials}  # read once: the loop asks no storage
-    scored = [(value, r) for r in ranking if r.loads
+    scored = [(value, key, r) for key, r in keyed.items() if r.loads
               and (value := best_feasible(space, calibration.corrected(r))) is not None]  # fmt: skip
-    for value, ranked in sorted(scored, key=lambda pair: -better * pair[0]):
+    for value, key, ranked in sorted(scored, key=lambda entry: -better * entry[0]):
         if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
             return None
         params = with_engine(space, ranked.engine, ranked.params)
-        if params in queued or config_key(space.point_from_params(params)) in tried:
+        if params in queued or key in tried:
             continue
         if rule_broken(record, by_number, params)[0] is not None:
             continue
         return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
     return None
-
-
-def calibrates(space: SearchSpace) -> bool:
-    """Whether a study of ``space`` has a performance model to calibrate."""
-    return prior_model(space) is not None
 
 
 def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
@@ -178,15 +185,15 @@ def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
     model = prior_model(space)
     if model is None:
         return None
-    ranking = rank(space, model)
+    keyed = keyed_ranking(space, model)
     trials = study.get_trials(deepcopy=False)
-    error = error_after(space, ranking, trials, finished)
-    calibration = Calibration(measured_configurations(space, ranking, trials))
+    error = error_after(space, keyed, trials, finished)
+    calibration = Calibration(measured_configurations(space, keyed, trials))
     with lock():
         if error is not None:
             records.write_study(study, calibration=[error])
         if len(space.mix_workloads()) == 1 and calibration.rows:
-            fixed = next_configuration(study, space, ranking, calibration)
+            fixed = next_configuration(study, space, keyed, calibration)
             if fixed is not None:
                 queue_fixed(study, fixed)
     return error
