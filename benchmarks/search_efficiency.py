@@ -1,10 +1,12 @@
 """Search efficiency on performance landscapes: GPU time (node-minutes) to reach 95% and 99% of the optimum.
 
     .venv/bin/python benchmarks/search_efficiency.py [LANDSCAPE.yaml ...] [--seeds 10] [--trials 200] [--json OUT]
-        [--jobs N]
+        [--jobs N] [--runs RUNS.jsonl]
 
 ``--jobs N`` runs the (landscape, strategy, seed) runs in N processes: each run is seeded and has its own storage, so
-the rows are the same as one process gives (only ``wall_s`` differs).
+the rows are the same as one process gives (only ``wall_s`` differs). ``--runs FILE`` appends each run to FILE as it
+ends (one line printed per run as well) and takes the runs already there instead of running them again: a benchmark
+cut off by a time limit goes on where it stopped.
 
 A landscape is a search space whose engine is the simulator's table model in direct mode (``simulate:
 {performance_model: table, mode: direct, table: X.csv}``): every (launch configuration, load) of the space has a
@@ -37,7 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import optuna
@@ -45,7 +47,7 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import Landscape, quiet  # noqa: E402
+from _harness import Landscape, RunLog, quiet  # noqa: E402
 
 from autotune.search.learning import needs_at_least  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -204,19 +206,23 @@ def main() -> None:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--json", type=Path, help="also write every summary row here")
     parser.add_argument("--jobs", type=int, default=1, help="processes to run the seeds in (the rows do not change)")
+    parser.add_argument("--runs", type=Path, help="append each finished run here; take the runs already here")
     args = parser.parse_args()
     quiet()
     paths = args.landscapes or sorted((REPO / "benchmarks" / "landscapes").glob("*.yaml"))
     strategies = args.strategies.split(",")
     started_all = time.monotonic()
-    done = _run_in_parallel(paths, strategies, args.seeds, args.trials, args.jobs) if args.jobs > 1 else {}
+    log = RunLog(args.runs)
+    tasks = [
+        (path, strategy, seed, args.trials) for path in paths for strategy in strategies for seed in range(args.seeds)
+    ]
+    _run_missing(tasks, log, args.jobs)
     rows, pooled = [], {s: [] for s in strategies}
     for path in paths:
         landscape = _landscape(path)
         for strategy in strategies:
             started = time.monotonic()
-            runs = [done.get((path, strategy, seed)) or run_strategy(strategy, landscape, seed, args.trials)
-                    for seed in range(args.seeds)]  # fmt: skip
+            runs = [Run(**log.get(_key((path, strategy, seed, args.trials)))) for seed in range(args.seeds)]
             pooled[strategy] += [(run, landscape.optimum) for run in runs]
             row = {"landscape": path.stem, "strategy": strategy, **summarize(runs, landscape.optimum),
                    "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
@@ -237,17 +243,33 @@ def _landscape(path: Path) -> Landscape:
     return Landscape(path)
 
 
-def _one_run(task: tuple[Path, str, int, int]) -> Run:
+def _one_run(task: tuple[Path, str, int, int]) -> dict:
     path, strategy, seed, trials = task
     quiet()
-    return run_strategy(strategy, _landscape(path), seed, trials)
+    return asdict(run_strategy(strategy, _landscape(path), seed, trials))
 
 
-def _run_in_parallel(paths: list[Path], strategies: list[str], seeds: int, trials: int, jobs: int) -> dict:
-    tasks = [(path, strategy, seed, trials) for path in paths for strategy in strategies for seed in range(seeds)]
-    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
-        runs = pool.map(_one_run, tasks)
-        return {task[:3]: run for task, run in zip(tasks, runs, strict=True)}
+def _key(task: tuple[Path, str, int, int]) -> str:
+    path, strategy, seed, trials = task
+    return f"{path.stem}/{strategy}/seed={seed}/trials={trials}"
+
+
+def _run_missing(tasks: list[tuple[Path, str, int, int]], log: RunLog, jobs: int) -> None:
+    """Run every task ``log`` does not hold yet (in ``jobs`` processes), each logged and printed as it ends."""
+    missing = [task for task in tasks if log.get(_key(task)) is None]
+    if jobs == 1:
+        finished = ((task, _one_run(task)) for task in missing)
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(jobs)
+        futures = {pool.submit(_one_run, task): task for task in missing}
+        finished = ((futures[f], f.result()) for f in concurrent.futures.as_completed(futures))
+    for task, run in finished:
+        log.add(_key(task), run)
+        hit = Run(**run).reached(0.99 * _landscape(task[0]).optimum * (1 - 1e-9))
+        print(f"  run {_key(task)}: 99% " + (f"at {hit[1]:.0f} node-min / {hit[0]} trials" if hit else "never"),
+              flush=True)  # fmt: skip
+    if jobs > 1:
+        pool.shutdown()
 
 
 def _pooled(strategy: str, runs: list[tuple[Run, float]]) -> dict:

@@ -1,10 +1,11 @@
 """Transfer efficiency on landscape pairs: node-minutes to 99% of the second landscape's optimum, cold vs warm-started.
 
     .venv/bin/python benchmarks/transfer_efficiency.py [--pairs NAME,...] [--seeds 10] [--trials 50] [--jobs 1]
-        [--json OUT]
+        [--json OUT] [--runs RUNS.jsonl]
 
 ``--jobs N`` runs the (pair, seed) runs in N processes: each is seeded and has its own storages, so the numbers are
-the same as one process gives.
+the same as one process gives. ``--runs FILE`` appends each (pair, seed) to FILE as it ends and takes those already
+there instead of running them again: a benchmark cut off by a time limit goes on where it stopped.
 
 A pair (``benchmarks/landscapes/transfer/pairs.yaml``, made with its landscapes by make_transfer_landscapes.py, whose
 README has the pairs' table) is two landscapes of one tuning problem with one thing changed: the workload, the engine
@@ -52,7 +53,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import Landscape, quiet  # noqa: E402
+from _harness import Landscape, RunLog, quiet  # noqa: E402
 
 from autotune import records  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -194,6 +195,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=50, help="the budget of each study (A, B cold, B warm)")
     parser.add_argument("--jobs", type=int, default=1, help="seeds run in this many processes at once")
     parser.add_argument("--json", type=Path, help="also write every seed's numbers and the summaries here")
+    parser.add_argument("--runs", type=Path, help="append each finished seed here; take the seeds already here")
     args = parser.parse_args()
     chosen = [p for p in pairs() if not args.pairs or p["pair"] in args.pairs.split(",")]
     os.chdir(REPO)
@@ -202,17 +204,21 @@ def main() -> None:
           "0.5.16, vllm 0.24.0; the newer ones differ only where kernels were recollected (for TRT-LLM: Nemotron-3 "
           "MoE), so the upgrade pair is Nemotron-3 Ultra on 1.3.0rc20 → 1.3.0rc23 (benchmarks/landscapes/transfer/"
           "README.md). Node-minutes count study B's own trials: A's are a sunk cost.\n")  # fmt: skip
+    log = RunLog(args.runs)
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        futures = {(p["pair"], s): pool.submit(run_seed, p, s, args.trials) for p in chosen for s in range(args.seeds)}
-        rows, every, pooled = [], {}, []
-        for pair in chosen:
-            runs = [futures[(pair["pair"], seed)].result() for seed in range(args.seeds)]
-            a, b = landscape(pair["a"]), landscape(pair["b"])
-            row = summarize(pair["pair"], runs, a.optimum_key != b.optimum_key, b.best_of(a.optimum_key) / b.optimum)
-            row["wall_s_since_start"] = round(time.monotonic() - started, 1)
-            every[pair["pair"]], pooled = runs, pooled + runs
-            rows.append(row)
-            print_row(row, pair["change"])
+        futures = {pool.submit(run_seed, p, s, args.trials): key for p in chosen for s in range(args.seeds)
+                   if log.get(key := f"{p['pair']}/seed={s}/trials={args.trials}") is None}  # fmt: skip
+        for future in concurrent.futures.as_completed(futures):
+            log.add(futures[future], future.result())
+            print(f"  finished {futures[future]}", flush=True)
+    rows, every, pooled = [], {}, []
+    for pair in chosen:
+        runs = [log.get(f"{pair['pair']}/seed={seed}/trials={args.trials}") for seed in range(args.seeds)]
+        a, b = landscape(pair["a"]), landscape(pair["b"])
+        row = summarize(pair["pair"], runs, a.optimum_key != b.optimum_key, b.best_of(a.optimum_key) / b.optimum)
+        every[pair["pair"]], pooled = runs, pooled + runs
+        rows.append(row)
+        print_row(row, pair["change"])
     total = summarize("pooled", pooled, None, None)
     print_row(total)
     print()
