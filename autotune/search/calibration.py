@@ -5,8 +5,12 @@ every configuration SLO-infeasible), but its errors are regular: a factor on a m
 After every launch that measured something, a **residual model** is refit: for each metric the objective and the
 SLOs read, ``log(measured / predicted) = mean + Σ effect[knob = value] + effect[load]``, over every load each
 launch measured (ridge regression: ``RIDGE`` pulls effects a few measurements support towards 0, so an unseen
-value keeps the mean correction alone). The corrected metrics of every configuration at every load give its
-calibrated value (its best SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
+value keeps the mean correction alone), plus ``Σ effect[knob = value, other = value']`` over pairs of knob values.
+The pairs are there because a model's errors are seldom one knob's alone: an analytic model that misjudges
+data-parallel attention misjudges it more at a long chunk, and a sum of single effects then keeps ranking the same
+wrong corner first. ``PAIR_RIDGE`` holds a pair's effect at 0 until measurements that share the pair disagree with
+the single effects. The corrected metrics of every configuration at every load give its calibrated value (its best
+SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
 
 **Its use**: after each trial, the best calibrated configuration that no trial has tried, no learned rule refuses
 and the model still predicts to start is queued next (marked ``calibrated_predicted``), as long as it is predicted
@@ -46,11 +50,18 @@ from autotune.space.schema import SearchSpace
 
 LAST = 10  # `study show` gives the error over the whole study and over this many last trials
 RIDGE = 1.0  # the ridge penalty on each knob value's and load's effect (the mean correction is not penalised)
+PAIR_RIDGE = 1.0  # the penalty on each pair's effect (one knob value with another)
+PAIR = "pair "  # a pair's name starts with it (no single feature's does: those start with a knob's name or engine=)
 
 
 def _features(ranked: Ranked, load: dict[str, Any]) -> list[str]:
+    """The single features of ``ranked`` at ``load`` (engine, each knob value, the load), then every pair of its knob
+    values (not with the engine: a knob belongs to one engine, so such a pair is the knob value again)."""
     knobs = [f"{name}={json.dumps(value)}" for name, value in ranked.params.items()]
-    return [f"engine={ranked.engine}", *knobs, f"load={json.dumps(load, sort_keys=True)}"]
+    # not knob value with load: after the baseline alone, those pairs pulled the next pick to the baseline's
+    # neighbours (its per-load SLO feasibility flips), 44 -> 263 node-minutes on a landscape the singles solve at once
+    pairs = [f"{PAIR}{a} & {b}" for i, a in enumerate(knobs) for b in knobs[i + 1 :]]
+    return [f"engine={ranked.engine}", *knobs, f"load={json.dumps(load, sort_keys=True)}", *pairs]
 
 
 class Calibration:
@@ -70,6 +81,7 @@ class Calibration:
                 rows.append((_features(ranked, level.load), residuals))
         self.rows = len(rows)  # the measured loads it is fitted to
         self._index = {f: i for i, f in enumerate(sorted({f for features, _ in rows for f in features}))}
+        self._penalty = np.array([PAIR_RIDGE if f.startswith(PAIR) else RIDGE for f in self._index])
         names = {name for _, residuals in rows for name in residuals}
         self._fits = {name: self._fit([(f, r[name]) for f, r in rows if name in r]) for name in names}
 
@@ -80,7 +92,7 @@ class Calibration:
             x[i, [self._index[f] for f in features]] = 1.0
         y = np.array([residual for _, residual in rows])
         mean = float(y.mean())
-        return mean, np.linalg.solve(x.T @ x + RIDGE * np.eye(len(self._index)), x.T @ (y - mean))
+        return mean, np.linalg.solve(x.T @ x + np.diag(self._penalty), x.T @ (y - mean))
 
     def corrected(self, ranked: Ranked) -> tuple[PredictedLoad, ...]:
         """``ranked``'s predicted metrics at each load, corrected."""

@@ -77,7 +77,9 @@ def test_four_workers_ride_out_postgres_stopped(tmp_path) -> None:
                 if worker.poll() is None:
                     os.killpg(worker.pid, 9)
         errors = [err for _, err in outputs]
-        assert [w.returncode for w in workers] == [0, 0, 0, 0], errors
+        # each failed worker's own last lines: the whole list is cut short in a failure's report
+        failed = {i: err[-2000:] for i, (w, err) in enumerate(zip(workers, errors, strict=True)) if w.returncode}
+        assert not failed, failed
         assert not any("Traceback" in err for err in errors), errors
         assert sum("unreachable" in err for err in errors) >= 2, errors  # they did meet the outage, and said so
         trials = optuna.load_study(study_name=name, storage=server.url).trials
