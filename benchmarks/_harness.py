@@ -6,6 +6,7 @@ space cut from a several-workload one."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -41,6 +42,33 @@ def quiet() -> None:
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     logging.disable(logging.WARNING)
+
+
+def rank_priors(spaces: list, jobs: int) -> None:
+    """Rank each space's prior (autotune.search.prior.rank) once, its configurations spread over ``jobs`` processes,
+    before the runs start: the ranking is deterministic and memoised per process, so the runs' worker processes
+    (forked after this) take it instead of each predicting every configuration again (minutes per landscape)."""
+    import concurrent.futures
+    import multiprocessing
+
+    from autotune.search.prior import prior_model, rank
+
+    ranked = [(space, model) for space in spaces if (model := prior_model(space)) is not None]
+    if jobs <= 1 or not ranked:
+        for space, model in ranked:
+            rank(space, model)
+        return
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        for space, model in ranked:
+            rank(space, model, functools.partial(pool.map, chunksize=1))
+
+
+def fork_pool(jobs: int):
+    """A process pool whose workers are forked from this process, so they start with what it has ranked."""
+    import concurrent.futures
+    import multiprocessing
+
+    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
 
 
 class RunLog:

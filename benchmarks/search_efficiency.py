@@ -47,7 +47,7 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import Landscape, RunLog, quiet  # noqa: E402
+from _harness import Landscape, RunLog, fork_pool, quiet, rank_priors  # noqa: E402
 
 from autotune.search.learning import needs_at_least  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -257,10 +257,11 @@ def _key(task: tuple[Path, str, int, int]) -> str:
 def _run_missing(tasks: list[tuple[Path, str, int, int]], log: RunLog, jobs: int) -> None:
     """Run every task ``log`` does not hold yet (in ``jobs`` processes), each logged and printed as it ends."""
     missing = [task for task in tasks if log.get(_key(task)) is None]
+    rank_priors([_landscape(path).space for path in sorted({t[0] for t in missing if t[1] == "autotune"})], jobs)
     if jobs == 1:
         finished = ((task, _one_run(task)) for task in missing)
     else:
-        pool = concurrent.futures.ProcessPoolExecutor(jobs)
+        pool = fork_pool(jobs)
         futures = {pool.submit(_one_run, task): task for task in missing}
         finished = ((futures[f], f.result()) for f in concurrent.futures.as_completed(futures))
     for task, run in finished:

@@ -118,3 +118,64 @@ def test_a_study_calibrates_a_model_that_called_everything_infeasible() -> None:
         best_before = max(t.values[0] for t in trials[: picked[0].number] if feasible(t))
         assert records[picked[0].number].calibrated_predicted > best_before
         assert calibration.summary(study)[0].startswith("performance model: median error on the measured launches x")
+
+
+def _finished(study, number_params: dict, key: str, value: float | None, **marks) -> None:
+    """A launched trial of ``study`` with configuration key ``key``, feasible at ``value`` (None: infeasible)."""
+    import optuna
+
+    distributions = {n: optuna.distributions.CategoricalDistribution([8, 16, 32, "float32", "float16"])
+                     for n in number_params}  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params=number_params, distributions=distributions, value=value if value is not None else 0.0,
+        user_attrs={"config_key": key, "launched": True, **marks},
+        system_attrs={"constraints": [0.0 if value is not None else 1.0]}))  # fmt: skip
+
+
+def test_with_nothing_predicted_better_the_incumbents_neighbours_come_next_best_first_taking_turns() -> None:
+    """The model predicts nothing above the incumbent (100): its untried neighbours (one knob away) are queued,
+    best predicted first, those predicted to miss an SLO after those predicted feasible; a configuration two
+    knobs away never is; and a neighbour is never followed by another (the sampler takes every other turn)."""
+    import optuna
+
+    space = load_space(LANDSCAPE)
+    slo_ttft = space.objective.slo["p99_ttft_ms"]
+
+    def model(seqs: int, dtype: str, throughput: float, ttft: float = 10.0) -> Ranked:
+        metrics = {"total_token_throughput": throughput, "p99_ttft_ms": ttft, "p99_tpot_ms": 1.0}
+        return Ranked("trtllm", {"seqs": seqs, "dtype": dtype}, throughput,
+                      tuple(PredictedLoad(load, metrics) for load in LOADS))  # fmt: skip
+
+    keyed = {"incumbent": model(8, "float32", 90.0), "dtype": model(8, "float16", 95.0),
+             "seqs16": model(16, "float32", 80.0), "two-away": model(16, "float16", 99.0),
+             "slow-ttft": model(32, "float32", 97.0, ttft=10 * slo_ttft)}  # fmt: skip
+    study = optuna.create_study(direction="maximize")
+    _finished(study, {"seqs": 8, "dtype": "float32"}, "incumbent", 100.0)
+    nothing_learned = Calibration([])
+    picks = []
+    for turn in range(6):
+        fixed = calibration.next_configuration(study, space, keyed, nothing_learned)
+        if fixed is None:  # the sampler's turn: it measures something else, worse
+            _finished(study, {"seqs": 32, "dtype": "float16"}, f"sampler-{turn}", 50.0)
+            picks.append(None)
+            continue
+        assert fixed.marks["neighbour_of"] == 0
+        key = next(k for k, r in keyed.items() if r.params == fixed.params)
+        _finished(study, fixed.params, key, 60.0, neighbour_of=0)
+        picks.append(key)
+    assert picks == ["dtype", None, "seqs16", None, "slow-ttft", None]
+
+
+def test_a_configuration_predicted_to_beat_the_incumbent_goes_before_its_neighbours() -> None:
+    import optuna
+
+    space = load_space(LANDSCAPE)
+    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "far": ranked(32, "float16", 150.0, 10.0),
+             "near": ranked(8, "float16", 95.0, 10.0)}  # fmt: skip
+    for r in keyed.values():
+        r.loads[0].metrics["p99_tpot_ms"] = 1.0
+    study = optuna.create_study(direction="maximize")
+    _finished(study, {"max_num_seqs": 8, "dtype": "float32"}, "incumbent", 100.0)
+    fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
+    assert fixed is not None and fixed.params == {"max_num_seqs": 32, "dtype": "float16"}
+    assert fixed.marks.get("neighbour_of") is None and fixed.marks["calibrated_predicted"] == 150.0

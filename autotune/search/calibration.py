@@ -167,7 +167,8 @@ def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[Froze
 def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str, Ranked],
                        calibration: Calibration) -> FixedConfiguration | None:  # fmt: skip
     """The best calibrated configuration no trial has tried or queued, no learned rule refuses and the model
-    predicts to start, if it is predicted to beat the incumbent; else None (the sampler's turn)."""
+    predicts to start, if it is predicted to beat the incumbent; else the incumbent's best calibrated untried
+    neighbour (``_neighbours``); else None (the sampler's turn)."""
     trials = study.get_trials(deepcopy=False)
     if any(t.state == TrialState.WAITING for t in trials):  # queued ones go first; the next step looks again
         return None
@@ -175,18 +176,56 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
     incumbent = best_of(trials, maximizes(study))
     tried, queued = {records.config_key(t) for t in trials}, queued_params(study)
     record, by_number = StudyRecord.of(study), {t.number: t for t in trials}  # read once: the loop asks no storage
-    scored = [(value, key, r) for key, r in keyed.items() if r.loads
-              and (value := best_feasible(space, calibration.corrected(r))) is not None]  # fmt: skip
-    for value, key, ranked in sorted(scored, key=lambda entry: -better * entry[0]):
-        if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
-            return None
+
+    def untried(key: str, ranked: Ranked) -> dict | None:
         params = with_engine(space, ranked.engine, ranked.params)
-        if params in queued or key in tried:
-            continue
-        if rule_broken(record, by_number, params)[0] is not None:
-            continue
-        return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
+        if params in queued or key in tried or rule_broken(record, by_number, params)[0] is not None:
+            return None
+        return params
+
+    values = {key: best_feasible(space, calibration.corrected(r)) if r.loads else None for key, r in keyed.items()}
+    scored = sorted(((v, k) for k, v in values.items() if v is not None), key=lambda entry: -better * entry[0])
+    for value, key in scored:
+        if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
+            break
+        if (params := untried(key, keyed[key])) is not None:
+            return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
+    if incumbent is None or _took_last_turn(trials):
+        return None
+    for key in _neighbours(keyed, records.config_key(incumbent), values, better):
+        if (params := untried(key, keyed[key])) is not None:
+            value = values[key]
+            marks = {"calibrated_predicted": round(value, 3)} if value is not None else {}
+            return FixedConfiguration(params, records.stored(neighbour_of=incumbent.number, **marks))
     return None
+
+
+def _took_last_turn(trials: list[FrozenTrial]) -> bool:
+    """Whether the last trial to finish was a neighbour: neighbours and the sampler take turns, so that a local
+    optimum the neighbourhood cannot leave holds the sampler's exploration back by half, never wholly."""
+    finished = [t for t in trials if t.state.is_finished()]
+    return bool(finished) and TrialRecord.of(max(finished, key=lambda t: t.number)).neighbour_of is not None
+
+
+def _neighbours(keyed: dict[str, Ranked], incumbent: str | None, values: dict[str, float | None],
+                better: int) -> list[str]:  # fmt: skip
+    """The configurations one launch knob away from the incumbent's (key ``incumbent``), best calibrated first:
+    those predicted feasible by their value, then those predicted to start but miss an SLO, then those predicted
+    not to start. Measured in turn when the model predicts nothing better than the incumbent, so a wrong model
+    still costs no more than the hand method's one-knob steps around the best so far, in the model's order."""
+    centre = keyed.get(incumbent) if incumbent is not None else None
+    if centre is None:
+        return []
+
+    def one_apart(ranked: Ranked) -> bool:
+        differ = [n for n, v in ranked.params.items() if centre.params.get(n) != v]
+        return ranked.engine == centre.engine and len(differ) == 1
+
+    def order(key: str) -> tuple[int, float]:
+        value = values[key]
+        return (0, -better * value) if value is not None else (1 if keyed[key].loads else 2, 0.0)
+
+    return sorted((key for key, ranked in keyed.items() if one_apart(ranked)), key=order)
 
 
 def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,

@@ -12,10 +12,12 @@ from the model that makes the landscape would prove nothing.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
 import random
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,21 +66,24 @@ def prior_model(space: SearchSpace) -> str | None:
     return "analytic" if space.hardware.gpus > 0 and known and simulated_by != "analytic" else None
 
 
+Mapper = Callable[..., Iterable[Any] | Iterator[Any]]  # builtins.map, or an executor's map
 _RANKINGS: dict[tuple[str, str], list[Ranked]] = {}  # a ranking is deterministic: one per space and model
 
 
-def rank(space: SearchSpace, model: str) -> list[Ranked]:
-    """Every launch configuration of the space that passes the static rules, best predicted first."""
+def rank(space: SearchSpace, model: str, mapper: Mapper = map) -> list[Ranked]:
+    """Every launch configuration of the space that passes the static rules, best predicted first.
+
+    Each configuration is predicted by ``predict_configuration``, through ``mapper`` (a process pool's ``map``
+    spreads a large space's ranking over cores: each prediction is independent and deterministic)."""
     key = (space.model_dump_json(), model)
     if key not in _RANKINGS:
-        _RANKINGS[key] = _rank(space, model)
+        _RANKINGS[key] = _rank(space, model, mapper)
     return list(_RANKINGS[key])
 
 
-def _rank(space: SearchSpace, model: str) -> list[Ranked]:
-    backends = {engine: prediction_backend(space, engine, model) for engine in space.engines}
-    ranked = [_predict(space, backends[engine], engine, params)
-              for engine in space.engines for params in _launch_params(space, engine)]  # fmt: skip
+def _rank(space: SearchSpace, model: str, mapper: Mapper) -> list[Ranked]:
+    jobs = [(engine, params) for engine in space.engines for params in _launch_params(space, engine)]
+    ranked = list(mapper(functools.partial(predict_configuration, space, model), *zip(*jobs, strict=True)))
     better = sign(space.objective.metrics[0].direction)
     ranked.sort(key=lambda r: (r.predicted is None, -better * (r.predicted or 0.0)))
     return ranked
@@ -108,6 +113,12 @@ def _launch_params(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
             continue
         passing.append(combo)
     return passing
+
+
+def predict_configuration(space: SearchSpace, model: str, engine: str, params: dict[str, Any]) -> Ranked:
+    """What ``model`` predicts for one launch configuration of ``space``: the metrics at every load, and its best
+    SLO-feasible value over them, or None (fails to start, or no load meets SLOs)."""
+    return _predict(space, prediction_backend(space, engine, model), engine, params)
 
 
 def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str, Any]) -> Ranked:
