@@ -53,7 +53,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import Landscape, RunLog, quiet  # noqa: E402
+from _harness import Landscape, RunLog, fork_pool, quiet, rank_priors  # noqa: E402
 
 from autotune import records  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -205,9 +205,12 @@ def main() -> None:
           "MoE), so the upgrade pair is Nemotron-3 Ultra on 1.3.0rc20 → 1.3.0rc23 (benchmarks/landscapes/transfer/"
           "README.md). Node-minutes count study B's own trials: A's are a sunk cost.\n")  # fmt: skip
     log = RunLog(args.runs)
-    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_seed, p, s, args.trials): key for p in chosen for s in range(args.seeds)
-                   if log.get(key := f"{p['pair']}/seed={s}/trials={args.trials}") is None}  # fmt: skip
+    todo = [(p, s, key) for p in chosen for s in range(args.seeds)
+            if log.get(key := f"{p['pair']}/seed={s}/trials={args.trials}") is None]  # fmt: skip
+    rank_priors([landscape(p[side]).space for p in {t[0]["pair"]: t[0] for t in todo}.values() for side in "ab"],
+                args.jobs)  # fmt: skip
+    with fork_pool(args.jobs) as pool:
+        futures = {pool.submit(run_seed, p, s, args.trials): key for p, s, key in todo}
         for future in concurrent.futures.as_completed(futures):
             log.add(futures[future], future.result())
             print(f"  finished {futures[future]}", flush=True)

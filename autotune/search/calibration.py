@@ -14,8 +14,10 @@ SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
 
 **Its use**: after each trial, the best calibrated configuration that no trial has tried, no learned rule refuses
 and the model still predicts to start is queued next (marked ``calibrated_predicted``), as long as it is predicted
-to beat the incumbent; when nothing is, the sampler leads, and a launch that then measures something refits the
-model. A wrong model costs the launches that showed it wrong: each is a measurement that corrects it.
+to beat the incumbent; when nothing is, the incumbent's untried neighbours (one launch knob away), best calibrated
+first, taking turns with the sampler (a neighbour is never followed by another). A wrong model costs the launches
+that showed it wrong (each is a measurement that corrects it); the neighbour steps find what lies next to the best
+so far, which a model alone may keep ranking below another corner.
 
 **Its error**, recorded after every trial (``StudyRecord.calibration``, printed by ``study show``): the objective's
 median error factor at the loads that trial measured, of the raw model and of the model calibrated on the trials
@@ -44,6 +46,7 @@ from autotune.search.learning import rule_broken
 from autotune.search.objective import config_key
 from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
 from autotune.search.ranking import best_of, maximizes, sign
+from autotune.search.ranking import ranked as best_first
 from autotune.search.setup import with_engine
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
 from autotune.space.schema import SearchSpace
@@ -51,6 +54,7 @@ from autotune.space.schema import SearchSpace
 LAST = 10  # `study show` gives the error over the whole study and over this many last trials
 RIDGE = 1.0  # the ridge penalty on each knob value's and load's effect (the mean correction is not penalised)
 PAIR_RIDGE = 1.0  # the penalty on each pair's effect (one knob value with another)
+CENTRES = 3  # the neighbourhoods of at most this many of the best configurations are measured, best first
 PAIR = "pair "  # a pair's name starts with it (no single feature's does: those start with a knob's name or engine=)
 
 
@@ -192,12 +196,25 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
             return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
     if incumbent is None or _took_last_turn(trials):
         return None
-    for key in _neighbours(keyed, records.config_key(incumbent), values, better):
-        if (params := untried(key, keyed[key])) is not None:
-            value = values[key]
-            marks = {"calibrated_predicted": round(value, 3)} if value is not None else {}
-            return FixedConfiguration(params, records.stored(neighbour_of=incumbent.number, **marks))
+    for centre in _centres(trials, maximizes(study)):
+        for key in _neighbours(keyed, records.config_key(centre), values, better):
+            if (params := untried(key, keyed[key])) is not None:
+                value = values[key]
+                marks = {"calibrated_predicted": round(value, 3)} if value is not None else {}
+                return FixedConfiguration(params, records.stored(neighbour_of=centre.number, **marks))
     return None
+
+
+def _centres(trials: list[FrozenTrial], maximize: bool) -> list[FrozenTrial]:
+    """Whose neighbourhoods are measured: the incumbent's, then (once it is all tried) the runners-up's, up to
+    ``CENTRES`` distinct configurations: on a table of aiconfigurator's the optimum can be a narrow peak next to a
+    runner-up, two knobs from the incumbent."""
+    centres: dict[str | None, FrozenTrial] = {}
+    for trial in best_first(trials, maximize):
+        if len(centres) >= CENTRES:
+            break
+        centres.setdefault(records.config_key(trial), trial)
+    return list(centres.values())
 
 
 def _took_last_turn(trials: list[FrozenTrial]) -> bool:
