@@ -48,9 +48,6 @@ def rank_priors(spaces: list, jobs: int) -> None:
     """Rank each space's prior (autotune.search.prior.rank) once, its configurations spread over ``jobs`` processes,
     before the runs start: the ranking is deterministic and memoised per process, so the runs' worker processes
     (forked after this) take it instead of each predicting every configuration again (minutes per landscape)."""
-    import concurrent.futures
-    import multiprocessing
-
     from autotune.search.prior import prior_model, rank
 
     ranked = [(space, model) for space in spaces if (model := prior_model(space)) is not None]
@@ -58,7 +55,7 @@ def rank_priors(spaces: list, jobs: int) -> None:
         for space, model in ranked:
             rank(space, model)
         return
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+    with fork_pool(jobs) as pool:
         for space, model in ranked:
             rank(space, model, functools.partial(pool.map, chunksize=1))
 

@@ -120,14 +120,14 @@ def test_a_study_calibrates_a_model_that_called_everything_infeasible() -> None:
         assert calibration.summary(study)[0].startswith("performance model: median error on the measured launches x")
 
 
-def _finished(study, number_params: dict, key: str, value: float | None, **marks) -> None:
+def _finished(study, params: dict, key: str, value: float | None, **marks) -> None:
     """A launched trial of ``study`` with configuration key ``key``, feasible at ``value`` (None: infeasible)."""
     import optuna
 
     distributions = {n: optuna.distributions.CategoricalDistribution([8, 16, 32, "float32", "float16"])
-                     for n in number_params}  # fmt: skip
+                     for n in params}  # fmt: skip
     study.add_trial(optuna.trial.create_trial(
-        params=number_params, distributions=distributions, value=value if value is not None else 0.0,
+        params=params, distributions=distributions, value=value if value is not None else 0.0,
         user_attrs={"config_key": key, "launched": True, **marks},
         system_attrs={"constraints": [0.0 if value is not None else 1.0]}))  # fmt: skip
 

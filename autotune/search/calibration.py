@@ -45,7 +45,7 @@ from autotune.records import CalibrationError, StudyRecord, TrialRecord
 from autotune.search.learning import rule_broken
 from autotune.search.objective import config_key
 from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
-from autotune.search.ranking import best_of, maximizes, sign
+from autotune.search.ranking import maximizes, sign
 from autotune.search.ranking import ranked as best_first
 from autotune.search.setup import with_engine
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
@@ -171,13 +171,15 @@ def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[Froze
 def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str, Ranked],
                        calibration: Calibration) -> FixedConfiguration | None:  # fmt: skip
     """The best calibrated configuration no trial has tried or queued, no learned rule refuses and the model
-    predicts to start, if it is predicted to beat the incumbent; else the incumbent's best calibrated untried
-    neighbour (``_neighbours``); else None (the sampler's turn)."""
+    predicts to start, if it is predicted to beat the incumbent; else, unless a neighbour took the last turn, the
+    best calibrated untried neighbour of the incumbent, or once all of its are tried of a runner-up's (``_centres``,
+    ``_neighbours``); else None (the sampler's turn)."""
     trials = study.get_trials(deepcopy=False)
     if any(t.state == TrialState.WAITING for t in trials):  # queued ones go first; the next step looks again
         return None
     better = sign(space.objective.metrics[0].direction)
-    incumbent = best_of(trials, maximizes(study))
+    centres = _centres(trials, maximizes(study))  # the incumbent first
+    incumbent = centres[0] if centres else None
     tried, queued = {records.config_key(t) for t in trials}, queued_params(study)
     record, by_number = StudyRecord.of(study), {t.number: t for t in trials}  # read once: the loop asks no storage
 
@@ -196,7 +198,7 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
             return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
     if incumbent is None or _took_last_turn(trials):
         return None
-    for centre in _centres(trials, maximizes(study)):
+    for centre in centres:
         for key in _neighbours(keyed, records.config_key(centre), values, better):
             if (params := untried(key, keyed[key])) is not None:
                 value = values[key]
@@ -224,13 +226,12 @@ def _took_last_turn(trials: list[FrozenTrial]) -> bool:
     return bool(finished) and TrialRecord.of(max(finished, key=lambda t: t.number)).neighbour_of is not None
 
 
-def _neighbours(keyed: dict[str, Ranked], incumbent: str | None, values: dict[str, float | None],
+def _neighbours(keyed: dict[str, Ranked], around: str | None, values: dict[str, float | None],
                 better: int) -> list[str]:  # fmt: skip
-    """The configurations one launch knob away from the incumbent's (key ``incumbent``), best calibrated first:
-    those predicted feasible by their value, then those predicted to start but miss an SLO, then those predicted
-    not to start. Measured in turn when the model predicts nothing better than the incumbent, so a wrong model
-    still costs no more than the hand method's one-knob steps around the best so far, in the model's order."""
-    centre = keyed.get(incumbent) if incumbent is not None else None
+    """The configurations one launch knob away from configuration ``around`` (a key of ``keyed``), best calibrated
+    first: those predicted feasible by their value, then those predicted to start but miss an SLO, then those
+    predicted not to start."""
+    centre = keyed.get(around) if around is not None else None
     if centre is None:
         return []
 
