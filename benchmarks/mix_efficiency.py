@@ -30,7 +30,6 @@ Benchmarks are not tests: it prints, it does not assert.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import functools
 import json
 import math
@@ -48,7 +47,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from _harness import quiet, single_workload_document  # noqa: E402
+from _harness import fork_pool, quiet, rank_priors, single_workload_document  # noqa: E402
 
 from autotune.engines import get_engine  # noqa: E402
 from autotune.errors import StartupFailure, UnsupportedConfig  # noqa: E402
@@ -299,7 +298,11 @@ def main() -> None:
     names = args.landscapes.split(",") if args.landscapes else [p.stem for p in sorted(LANDSCAPES.glob("*.yaml"))]
     tasks = [(name, seed) for name in names for seed in range(args.seeds)]
     started = time.monotonic()
-    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+    with tempfile.TemporaryDirectory() as tmp:  # each single-workload space once, to rank before the runs fork
+        lands = [landscape(name) for name in names]
+        rank_priors([space for land in lands for space in
+                     (land.space, *(land.single_space(w, Path(tmp))[0] for w in land.workloads))], args.jobs)  # fmt: skip
+    with fork_pool(args.jobs) as pool:
         futures = {task: pool.submit(run_seed, *task, args.trials) for task in tasks}
         rows, every, pooled = [], {}, []
         for name in names:

@@ -90,6 +90,28 @@ def test_the_weight_falls_where_the_optimum_moved() -> None:
     assert weight(model, same, maximize=True, number=3).weight == 1.0
 
 
+def missed(params: dict, number: int) -> optuna.trial.FrozenTrial:
+    """A trial that launched and missed an SLO at every load (infeasible)."""
+    trial = optuna.trial.create_trial(values=[0.0], params=params, distributions=DISTRIBUTIONS,
+                                      user_attrs=records.stored(launched=True, engine="vllm", engine_version="0.32.0"),
+                                      constraints={"launch": 0.0, "p99_ttft_ms": 1.0})  # fmt: skip
+    trial.number = number
+    return trial
+
+
+def test_a_configuration_the_model_ranks_high_that_misses_an_slo_here_disagrees_with_it() -> None:
+    """The earlier best (32 / bfloat16) misses an SLO here while the earlier worst meets it: an infeasible
+    measurement is below every feasible one, so the pair disagrees with the model and its weight falls; two
+    infeasible measurements are no order at all."""
+    model = model_of(landscape_a)
+    trials = [missed(CONFIGS[5], 0), measured(CONFIGS[0], 100.0, 1)]
+    result = weight(model, trials, maximize=True, number=1)
+    assert (result.pairs, result.concordant) == (1, 0) and result.weight < 1.0
+    agreeing = [missed(CONFIGS[0], 0), measured(CONFIGS[5], 100.0, 1)]  # the earlier worst misses: as it said
+    assert weight(model, agreeing, maximize=True, number=1).concordant == 1
+    assert weight(model, [missed(CONFIGS[5], 0), missed(CONFIGS[0], 1)], maximize=True, number=1).pairs == 0
+
+
 def test_values_within_noise_are_no_evidence_either_way() -> None:
     model = model_of(landscape_a)
     trials = [measured(CONFIGS[0], 500.0, 0), measured(CONFIGS[5], 505.0, 1)]

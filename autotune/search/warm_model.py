@@ -8,8 +8,10 @@ that says, in the terms a person would, what the earlier studies found: ``max_nu
 
 **Its weight** is how far this study's own measurements agree with it: over each pair of this study's measured
 configurations whose values differ by more than ``NOISE``, whether the model ordered them the same way (Kendall's
-concordance). ``weight = (PRIOR_PAIRS + pairs · max(0, τ)) / (PRIOR_PAIRS + pairs)``: 1 before anything is
-measured here, falling towards 0 as ordered pairs disagree. Recorded after every trial (``StudyRecord.warm_weights``).
+concordance). A launch that missed an SLO at every load (or failed) ranks below every feasible one: an earlier best
+that misses here (a new workload's SLO, say) is the plainest disagreement there is.
+``weight = (PRIOR_PAIRS + pairs · max(0, τ)) / (PRIOR_PAIRS + pairs)``: 1 before anything is measured here, falling
+towards 0 as ordered pairs disagree. Recorded after every trial (``StudyRecord.warm_weights``).
 
 **Its use**: after each trial, while the weight is at least ``TRUST``, the best-ranked configuration that no trial
 has tried is queued next (marked ``warm_predicted``); the ranking is the model's, mixed with the performance model's
@@ -83,12 +85,14 @@ class WarmModel:
 
 def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: int) -> WarmWeight:
     """The model's weight after trial ``number``, from this study's measured (feasible, own) trials."""
-    own = [(model.predict(t.params), t.values[0]) for t in trials
-           if feasible(t) and records.launched(t) and not records.is_duplicate(t) and t.values]  # fmt: skip
+    worst = -math.inf if maximize else math.inf  # an SLO missed or a failed launch: below every feasible value
+    own = [(model.predict(t.params), t.values[0] if feasible(t) else worst) for t in trials
+           if t.state == TrialState.COMPLETE and records.launched(t) and not records.is_duplicate(t)
+           and (t.values or not feasible(t))]  # fmt: skip
     pairs = concordant = 0
     for i, (predicted_i, value_i) in enumerate(own):
         for predicted_j, value_j in own[i + 1 :]:
-            if abs(value_i - value_j) <= NOISE * max(abs(value_i), abs(value_j)) or predicted_i == predicted_j:
+            if predicted_i == predicted_j or value_i == value_j or _within_noise(value_i, value_j):
                 continue
             pairs += 1
             better_measured = value_i > value_j if maximize else value_i < value_j
@@ -96,6 +100,11 @@ def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: 
     tau = (2 * concordant - pairs) / pairs if pairs else 0.0
     trust = (PRIOR_PAIRS + pairs * max(0.0, tau)) / (PRIOR_PAIRS + pairs)
     return WarmWeight(trial=number, weight=round(trust, 3), pairs=pairs, concordant=concordant)
+
+
+def _within_noise(a: float, b: float) -> bool:
+    """Two feasible values too close to order (an infeasible one is never within noise of a feasible one)."""
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= NOISE * max(abs(a), abs(b))
 
 
 _CANDIDATES: dict[str, list[dict[str, Any]]] = {}
