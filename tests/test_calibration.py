@@ -181,38 +181,6 @@ def test_a_configuration_predicted_to_beat_the_incumbent_goes_before_its_neighbo
     assert fixed.marks.get("neighbour_of") is None and fixed.marks["calibrated_predicted"] == 150.0
 
 
-def test_a_model_pick_that_missed_gives_the_next_turn_to_a_neighbour_and_one_that_won_keeps_it() -> None:
-    """The model predicts two far configurations above the incumbent (100). Its first pick measures 60 (it was
-    wrong): the next turn is the incumbent's neighbour's, then the model's again. A pick that becomes the incumbent
-    (120) keeps the turn: the model's next pick (predicted 140) follows at once."""
-    import optuna
-
-    space = load_space(LANDSCAPE)
-    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "far": ranked(32, "float16", 150.0, 10.0),
-             "far2": ranked(2, "bfloat16", 140.0, 10.0), "near": ranked(8, "float16", 95.0, 10.0)}  # fmt: skip
-    for r in keyed.values():
-        for load in r.loads:
-            load.metrics["p99_tpot_ms"] = 1.0
-
-    def pick(study) -> tuple[str, bool]:
-        """The configuration queued next, and whether as a neighbour."""
-        fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
-        return next(k for k, r in keyed.items() if r.params == fixed.params), "neighbour_of" in fixed.marks
-
-    missed = optuna.create_study(direction="maximize")
-    _finished(missed, keyed["incumbent"].params, "incumbent", 100.0)
-    assert pick(missed) == ("far", False)
-    _finished(missed, keyed["far"].params, "far", 60.0, calibrated_predicted=150.0)
-    assert pick(missed) == ("near", True)
-    _finished(missed, keyed["near"].params, "near", 70.0, neighbour_of=0)
-    assert pick(missed) == ("far2", False)
-
-    won = optuna.create_study(direction="maximize")
-    _finished(won, keyed["incumbent"].params, "incumbent", 100.0)
-    _finished(won, keyed["far"].params, "far", 120.0, calibrated_predicted=150.0)
-    assert pick(won) == ("far2", False)
-
-
 def test_a_mix_takes_the_neighbour_steps_but_queues_nothing_for_beating_the_incumbent() -> None:
     """On a several-workload space the model ranks the first workload, another unit than the mix: a configuration it
     predicts far above the incumbent is not queued for that, but the incumbent's neighbours are measured."""

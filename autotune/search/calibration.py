@@ -15,11 +15,9 @@ SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
 **Its use**: after each trial, the best calibrated configuration that no trial has tried, no learned rule refuses
 and the model still predicts to start is queued next (marked ``calibrated_predicted``), as long as it is predicted
 to beat the incumbent; when nothing is, the incumbent's untried neighbours (one launch knob away), best calibrated
-first, taking turns with the sampler (a neighbour is never followed by another). A model pick that did not become
-the incumbent gives the next turn to a neighbour (or the sampler): a model keeps the lead while it is right and
-shares it while it is wrong, so a wrong model costs at most every other launch (each is a measurement that corrects
-it); the neighbour steps find what lies next to the best so far, which a model alone may keep ranking below another
-corner.
+first, taking turns with the sampler (a neighbour is never followed by another). A wrong model costs the launches
+that showed it wrong (each is a measurement that corrects it); the neighbour steps find what lies next to the best
+so far, which a model alone may keep ranking below another corner.
 
 **Its error**, recorded after every trial (``StudyRecord.calibration``, printed by ``study show``): the objective's
 median error factor at the loads that trial measured, of the raw model and of the model calibrated on the trials
@@ -195,7 +193,7 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
 
     values = {key: best_feasible(space, calibration.corrected(r)) if r.loads else None for key, r in keyed.items()}
     scored = sorted(((v, k) for k, v in values.items() if v is not None), key=lambda entry: -better * entry[0])
-    for value, key in scored if not space.is_mix and not _model_missed_last(trials, incumbent) else ():
+    for value, key in scored if not space.is_mix else ():
         if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
             break
         if (params := untried(key, keyed[key])) is not None:
@@ -223,27 +221,11 @@ def _centres(trials: list[FrozenTrial], maximize: bool) -> list[FrozenTrial]:
     return list(centres.values())
 
 
-def _last_finished(trials: list[FrozenTrial]) -> FrozenTrial | None:
-    finished = [t for t in trials if t.state.is_finished()]
-    return max(finished, key=lambda t: t.number) if finished else None
-
-
-def _model_missed_last(trials: list[FrozenTrial], incumbent: FrozenTrial | None) -> bool:
-    """Whether the last trial to finish was the model's pick (predicted to beat the incumbent) and is not the
-    incumbent now: a model that has just been wrong gives the next turn to a neighbour or the sampler, so a wrong
-    model slows the search by half at most (trusted only as far as it predicts)."""
-    last = _last_finished(trials)
-    if last is None or incumbent is None or last.number == incumbent.number:
-        return False
-    record = TrialRecord.of(last)
-    return record.calibrated_predicted is not None and record.neighbour_of is None
-
-
 def _took_last_turn(trials: list[FrozenTrial]) -> bool:
     """Whether the last trial to finish was a neighbour: neighbours and the sampler take turns, so that a local
     optimum the neighbourhood cannot leave holds the sampler's exploration back by half, never wholly."""
-    last = _last_finished(trials)
-    return last is not None and TrialRecord.of(last).neighbour_of is not None
+    finished = [t for t in trials if t.state.is_finished()]
+    return bool(finished) and TrialRecord.of(max(finished, key=lambda t: t.number)).neighbour_of is not None
 
 
 def _neighbours(keyed: dict[str, Ranked], around: str | None, values: dict[str, float | None],
