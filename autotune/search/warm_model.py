@@ -84,7 +84,8 @@ class WarmModel:
 
 
 def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: int) -> WarmWeight:
-    """The model's weight after trial ``number``, from this study's measured (feasible, own) trials."""
+    """The model's weight after trial ``number``, from this study's own launches (not a duplicate's copy): feasible
+    ones by their value, those that met no SLO or failed below them all."""
     worst = -math.inf if maximize else math.inf  # an SLO missed or a failed launch: below every feasible value
     own = [(model.predict(t.params), t.values[0] if feasible(t) else worst) for t in trials
            if t.state == TrialState.COMPLETE and records.launched(t) and not records.is_duplicate(t)
