@@ -42,6 +42,7 @@ from autotune.records.trials import (
     is_duplicate,
     is_simulated,
     launched,
+    measured_itself,
     node_minutes,
     oom_from_level,
     public_config,
@@ -57,6 +58,6 @@ from autotune.records.workloads import WorkloadRecord
 __all__ = ["BUDGET_ATTR", "DUPLICATED", "FIRST_QUEUED_ATTR", "FIXED_MARKS", "RAISED_ATTR", "RECORDED", "REFERENCE_PREFIX",
            "RULE_PREFIX", "CalibrationError", "InheritedOom", "LearnedRule", "LoadRecord", "Outcome", "StudyIdentity", "StudyRecord",
            "TrialRecord", "WarmMeasurement", "WarmWeight", "WorkloadRecord", "chosen_load", "config_key", "duplicated",
-           "failure_kind", "fixed_marks", "is_baseline", "is_duplicate", "is_simulated", "launched", "node_minutes",
+           "failure_kind", "fixed_marks", "is_baseline", "is_duplicate", "is_simulated", "launched", "measured_itself", "node_minutes",
            "oom_from_level", "public_config", "stored", "stored_outcome", "trial_seconds", "workload_results", "write",
            "write_stored", "write_study"]  # fmt: skip

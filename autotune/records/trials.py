@@ -259,6 +259,12 @@ def is_duplicate(trial: FrozenTrial) -> bool:
     return "duplicate_of" in trial.user_attrs
 
 
+def measured_itself(trial: FrozenTrial) -> bool:
+    """Whether the trial measured its own configuration: launched, not a duplicate's copy, with a value (feasible or
+    not: a launch that met no SLO or failed has its pessimistic value)."""
+    return launched(trial) and not is_duplicate(trial) and bool(trial.values)
+
+
 def failure_kind(trial: FrozenTrial) -> str | None:
     """The trial's failure kind as stored (``TrialRecord.failure_kind``), or None."""
     return trial.user_attrs.get("failure_kind")

@@ -88,12 +88,11 @@ def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: 
     ones by their value, those that met no SLO or failed below them all."""
     worst = -math.inf if maximize else math.inf  # an SLO missed or a failed launch: below every feasible value
     own = [(model.predict(t.params), t.values[0] if feasible(t) else worst) for t in trials
-           if t.state == TrialState.COMPLETE and records.launched(t) and not records.is_duplicate(t)
-           and (t.values or not feasible(t))]  # fmt: skip
+           if records.measured_itself(t)]  # fmt: skip
     pairs = concordant = 0
     for i, (predicted_i, value_i) in enumerate(own):
         for predicted_j, value_j in own[i + 1 :]:
-            if predicted_i == predicted_j or value_i == value_j or _within_noise(value_i, value_j):
+            if predicted_i == predicted_j or _no_order(value_i, value_j):
                 continue
             pairs += 1
             better_measured = value_i > value_j if maximize else value_i < value_j
@@ -103,9 +102,10 @@ def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: 
     return WarmWeight(trial=number, weight=round(trust, 3), pairs=pairs, concordant=concordant)
 
 
-def _within_noise(a: float, b: float) -> bool:
-    """Two feasible values too close to order (an infeasible one is never within noise of a feasible one)."""
-    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= NOISE * max(abs(a), abs(b))
+def _no_order(a: float, b: float) -> bool:
+    """Two measured values no order can be read from: equal (two misses, say), or feasible and within ``NOISE``
+    (a miss is never within noise of a feasible value)."""
+    return a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= NOISE * max(abs(a), abs(b)))
 
 
 _CANDIDATES: dict[str, list[dict[str, Any]]] = {}

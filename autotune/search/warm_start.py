@@ -163,7 +163,7 @@ def _oom_failures(name: str, trials: list[FrozenTrial]) -> list[InheritedOom]:
 
 def _measured(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     """Trials that measured their own configuration (launched; not a duplicate's copy)."""
-    return [t for t in trials if records.launched(t) and not records.is_duplicate(t) and t.values]
+    return [t for t in trials if records.measured_itself(t)]
 
 
 def _relative(space: SearchSpace, study: optuna.Study, trials: list[FrozenTrial]) -> list[WarmMeasurement]:
