@@ -130,8 +130,37 @@ class TableModel:
             for metric in ("ttft", "tpot"):
                 if f"{stat}_{metric}_ms" not in self.columns:  # (a mean-field model's p99 is its mean)
                     result[f"{stat}_{metric}_ms"] = result[f"mean_{metric}_ms"]
-        return result | {"completed": len(requests), "failed": 0,
-                         "client": {"simulated": True, "mode": "direct", "performance_model": "table"}}  # fmt: skip
+        return within_littles_law(result, workload) | {
+            "completed": len(requests), "failed": 0,
+            "client": {"simulated": True, "mode": "direct", "performance_model": "table"},
+        }  # fmt: skip
+
+
+def littles_law_bound(workload: Workload, mean_ttft_ms: float, mean_tpot_ms: float) -> float | None:
+    """The most total tokens per second a closed-loop client can measure: ``c`` requests in flight (the workload's
+    concurrency, at most its prompts), each of ``input_len + output_len`` tokens and taking ``TTFT + (output_len - 1)
+    · TPOT``. None where the lengths or the concurrency are not fixed by the workload (a dataset of its own lengths,
+    an open-loop rate) or the latencies are missing."""
+    if workload.dataset != "random" or workload.max_concurrency is None:
+        return None
+    seconds = (mean_ttft_ms + (workload.output_len - 1) * mean_tpot_ms) / 1000
+    if not seconds > 0:  # NaN or zero latencies bound nothing
+        return None
+    in_flight = min(workload.max_concurrency, workload.num_prompts)
+    return in_flight * (workload.input_len + workload.output_len) / seconds
+
+
+def within_littles_law(result: dict, workload: Workload) -> dict:
+    """A table row as a client could measure it: throughput above what the row's own latencies allow (Little's law,
+    ``littles_law_bound``) is cut to that bound, output throughput in the same proportion. Why: tables made from a
+    model's output rate times (in + out) / out multiply any error in that rate by up to 321 (32000/100 prompts):
+    rows 32x over the bound led a landscape's optimum, a point no server could reach and no sweep would find. The
+    latencies are kept: they are what the row's requests waited."""
+    bound = littles_law_bound(workload, result["mean_ttft_ms"], result["mean_tpot_ms"])
+    total = result["total_token_throughput"]
+    if bound is None or not total > bound:
+        return result
+    return result | {"total_token_throughput": bound, "output_throughput": result["output_throughput"] * bound / total}
 
 
 def build_model(simulation: Simulation, config: ServerConfig, hardware: Hardware) -> PerformanceModel:

@@ -34,7 +34,7 @@ def mixed(tmp_path):
     table = tmp_path / "mixed.csv"
     table.write_text(HEADER.format("workload,") + (
         ",32,chat,ok,1000,3000,50,90,20,30,\n"
-        ",32,rag,ok,200,5000,900,1500,40,60,\n"
+        ",32,rag,ok,200,5000,300,1500,10,60,\n"  # within Little's law: 32 * 80 / 0.45 s
         ",64,chat,ok,1500,4500,80,120,30,45,\n"
         "8,32,chat,ok,400,1200,500,900,19,25,\n"
         "8,32,rag,oom,,,,,,,KV cache full\n"
@@ -100,3 +100,22 @@ def test_every_point_of_a_shipped_mix_landscape_has_its_row(space_path, monkeypa
                 except StartupFailure as failure:
                     kinds.add(failure.kind.value)
     assert "ok" in kinds and "no_data" not in kinds
+
+
+def test_a_row_above_what_its_own_latencies_allow_is_cut_to_littles_law(tmp_path) -> None:
+    # 4 requests in flight of 1000 + 11 tokens, each taking 90 + 10 * 10 ms = 0.19 s: at most 4 * 1011 / 0.19 tok/s
+    table = tmp_path / "t.csv"
+    table.write_text(HEADER.format("") + ",4,ok,2000,60000,90,90,10,10,\n,8,ok,400,40000,90,90,10,10,\n")
+    load = Workload(input_len=1000, output_len=11, max_concurrency=4)
+    result = TableModel(str(table), config()).evaluate(load, [None] * 8, "m")
+    bound = 4 * 1011 / 0.19
+    assert result["total_token_throughput"] == pytest.approx(bound)
+    assert result["output_throughput"] == pytest.approx(2000 * bound / 60000)  # in the same proportion
+    assert result["mean_ttft_ms"] == 90.0  # the latencies stand
+    # within the bound (8 in flight: 42568 tok/s), a row is replayed as it is
+    assert throughput(table, config(), load.model_copy(update={"max_concurrency": 8})) == 40000.0
+    # at most num_prompts are in flight, whatever the concurrency
+    few = load.model_copy(update={"max_concurrency": 8, "num_prompts": 2})
+    assert throughput(table, config(), few) == pytest.approx(2 * 1011 / 0.19)
+    # a dataset of its own lengths is not bounded (the table cannot know them)
+    assert throughput(table, config(), load.model_copy(update={"dataset": "sharegpt", "path": "x"})) == 60000.0
