@@ -23,13 +23,9 @@ so far, which a model alone may keep ranking below another corner.
 median error factor at the loads that trial measured, of the raw model and of the model calibrated on the trials
 before it (an out-of-sample error: what the calibration knew when it would have ranked that trial).
 
-**A several-workload space**: the prior ranks it on its first workload, but predicts every workload at its loads;
-the residual model is fitted to every workload's measured loads, with the workload as a feature (and its pairs with
-each knob value: a model can be right on short prompts and wrong on long ones for one knob alone). A configuration's
-calibrated value is then its mix (``autotune.search.mix``): each workload's best calibrated SLO-feasible throughput
-relative to the study's reference of that workload (the baseline's measured one), in the unit of the trials' values,
-so the model's picks and the neighbours' order are the mix's, as on one workload. Before every workload has a
-reference (the baseline measured it), no configuration has a calibrated mix value: only the neighbour steps run.
+A several-workload space is ranked on its first workload; its mix value is another unit, so there nothing is queued
+for being predicted to beat the incumbent, but the neighbour steps are taken (centred on the best mix values
+measured, ordered by the first workload's calibrated value).
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
 from autotune.records import CalibrationError, StudyRecord, TrialRecord
-from autotune.search import mix
 from autotune.search.learning import rule_broken
 from autotune.search.objective import config_key
 from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
@@ -64,25 +59,14 @@ CENTRES = 3  # the neighbourhoods of at most this many of the best configuration
 PAIR = "pair "  # a pair's name starts with it (no single feature's does: those start with a knob's name or engine=)
 
 
-def _features(ranked: Ranked, load: dict[str, Any], workload: str | None = None) -> list[str]:
+def _features(ranked: Ranked, load: dict[str, Any]) -> list[str]:
     """The single features of ``ranked`` at ``load`` (engine, each knob value, the load), then every pair of its knob
-    values (not with the engine: a knob belongs to one engine, so such a pair is the knob value again); on a
-    workload of several, that workload and its pair with each knob value, and the load is the workload's."""
+    values (not with the engine: a knob belongs to one engine, so such a pair is the knob value again)."""
     knobs = [f"{name}={json.dumps(value)}" for name, value in ranked.params.items()]
     # not knob value with load: after the baseline alone, those pairs pulled the next pick to the baseline's
     # neighbours (its per-load SLO feasibility flips), 44 -> 263 node-minutes on a landscape the singles solve at once
     pairs = [f"{PAIR}{a} & {b}" for i, a in enumerate(knobs) for b in knobs[i + 1 :]]
-    at = f"load={json.dumps(load, sort_keys=True)}"
-    if workload is None:
-        return [f"engine={ranked.engine}", *knobs, at, *pairs]
-    served = f"workload={workload}"
-    return [f"engine={ranked.engine}", *knobs, served, f"{at} on {workload}", *pairs,
-            *(f"{PAIR}{served} & {knob}" for knob in knobs)]  # fmt: skip
-
-
-def _at(workload: str | None, load: dict[str, Any]) -> str:
-    """A load of a workload as a key (the prior's predicted loads and the trial's measured ones meet on it)."""
-    return json.dumps([workload, load], sort_keys=True)
+    return [f"engine={ranked.engine}", *knobs, f"load={json.dumps(load, sort_keys=True)}", *pairs]
 
 
 class Calibration:
@@ -92,14 +76,14 @@ class Calibration:
     def __init__(self, measured: list[tuple[Ranked, list[records.LoadRecord]]]) -> None:
         rows: list[tuple[list[str], dict[str, float]]] = []  # (features, log(measured / predicted) by metric)
         for ranked, loads in measured:
-            predicted = {_at(p.workload, p.load): p.metrics for p in ranked.loads}
+            predicted = {json.dumps(p.load, sort_keys=True): p.metrics for p in ranked.loads}
             for level in loads:
-                model = predicted.get(_at(level.workload, level.load))
+                model = predicted.get(json.dumps(level.load, sort_keys=True))
                 if model is None or not level.metrics:
                     continue
                 residuals = {name: math.log(got / value) for name, value in model.items()
                              if isinstance(got := level.metrics.get(name), int | float) and got > 0 and value > 0}  # fmt: skip
-                rows.append((_features(ranked, level.load, level.workload), residuals))
+                rows.append((_features(ranked, level.load), residuals))
         self.rows = len(rows)  # the measured loads it is fitted to
         self._index = {f: i for i, f in enumerate(sorted({f for features, _ in rows for f in features}))}
         self._penalty = np.array([PAIR_RIDGE if f.startswith(PAIR) else RIDGE for f in self._index])
@@ -119,14 +103,13 @@ class Calibration:
         """``ranked``'s predicted metrics at each load, corrected."""
         loads = []
         for predicted in ranked.loads:
-            features = [i for f in _features(ranked, predicted.load, predicted.workload)
-                        if (i := self._index.get(f)) is not None]  # fmt: skip
+            features = [i for f in _features(ranked, predicted.load) if (i := self._index.get(f)) is not None]
             metrics = {}
             for name, value in predicted.metrics.items():
                 mean, coef = self._fits.get(name, (0.0, None))
                 effect = mean + (float(coef[features].sum()) if coef is not None else 0.0)
                 metrics[name] = value * math.exp(effect)
-            loads.append(PredictedLoad(predicted.load, metrics, predicted.workload))
+            loads.append(PredictedLoad(predicted.load, metrics))
         return tuple(loads)
 
 
@@ -146,7 +129,8 @@ def keyed_ranking(space: SearchSpace, model: str) -> dict[str, Ranked]:
 def measured_configurations(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],
                             before: int | None = None) -> list[tuple[Ranked, list[records.LoadRecord]]]:  # fmt: skip
     """Each launched trial (numbered under ``before``, if given) that the ranking (``keyed_ranking``) predicts,
-    with the loads it measured (of every workload)."""
+    with the loads of its first workload it measured."""
+    first = space.mix_workloads()[0].name if len(space.mix_workloads()) > 1 else None
     measured = []
     for trial in trials:
         if before is not None and trial.number >= before:
@@ -154,7 +138,7 @@ def measured_configurations(space: SearchSpace, keyed: dict[str, Ranked], trials
         if trial.state != TrialState.COMPLETE or not records.launched(trial) or records.is_duplicate(trial):
             continue
         ranked = keyed.get(records.config_key(trial))
-        loads = [level for level in TrialRecord.of(trial).benchmarks if level.metrics]
+        loads = [level for level in TrialRecord.of(trial).benchmarks if level.metrics and level.workload == first]
         if ranked is not None and ranked.loads and loads:
             measured.append((ranked, loads))
     return measured
@@ -163,10 +147,10 @@ def measured_configurations(space: SearchSpace, keyed: dict[str, Ranked], trials
 def _error(space: SearchSpace, loads: tuple[PredictedLoad, ...], measured: list[records.LoadRecord]) -> float | None:
     """The median factor between the objective predicted by ``loads`` and measured at the same loads."""
     name = space.objective.metrics[0].name
-    predicted = {_at(p.workload, p.load): p.metrics.get(name) for p in loads}
+    predicted = {json.dumps(p.load, sort_keys=True): p.metrics.get(name) for p in loads}
     factors = []
     for level in measured:
-        model, got = predicted.get(_at(level.workload, level.load)), (level.metrics or {}).get(name)
+        model, got = predicted.get(json.dumps(level.load, sort_keys=True)), (level.metrics or {}).get(name)
         if model and isinstance(got, int | float) and got > 0 and model > 0:
             factors.append(math.exp(abs(math.log(got / model))))
     return round(statistics.median(factors), 3) if factors else None
@@ -188,8 +172,8 @@ def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[Froze
 def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str, Ranked],
                        calibration: Calibration) -> FixedConfiguration | None:  # fmt: skip
     """The best calibrated configuration no trial has tried or queued, no learned rule refuses and the model
-    predicts to start, if it is predicted to beat the incumbent (``calibrated_value``: on a mix, its mix); else,
-    unless a neighbour took the last turn, the
+    predicts to start, if it is predicted to beat the incumbent (a single-workload space only: a mix's values are
+    another unit than the model's); else, unless a neighbour took the last turn, the
     best calibrated untried neighbour of the incumbent, or once all of its are tried of a runner-up's (``_centres``,
     ``_neighbours``); else None (the sampler's turn)."""
     trials = study.get_trials(deepcopy=False)
@@ -207,10 +191,9 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
             return None
         return params
 
-    values = {key: calibrated_value(space, calibration.corrected(r), record.mix_reference) if r.loads else None
-              for key, r in keyed.items()}  # fmt: skip
+    values = {key: best_feasible(space, calibration.corrected(r)) if r.loads else None for key, r in keyed.items()}
     scored = sorted(((v, k) for k, v in values.items() if v is not None), key=lambda entry: -better * entry[0])
-    for value, key in scored:
+    for value, key in scored if not space.is_mix else ():
         if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
             break
         if (params := untried(key, keyed[key])) is not None:
@@ -224,21 +207,6 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
                 marks = {"calibrated_predicted": round(value, 3)} if value is not None else {}
                 return FixedConfiguration(params, records.stored(neighbour_of=centre.number, **marks))
     return None
-
-
-def calibrated_value(space: SearchSpace, loads: tuple[PredictedLoad, ...], reference: dict[str, float]) -> float | None:
-    """A configuration's value by the calibrated model, in the unit of the trials' values: its best SLO-feasible
-    load's objective; on a mix, the mix of each workload's (under its own SLOs) relative to the study's ``reference``
-    of it. None where it is predicted infeasible (on a mix: on any workload) or a workload has no reference yet."""
-    if not space.is_mix:
-        return best_feasible(space, loads)
-    shares = []
-    for workload in space.mix_workloads():
-        value = best_feasible(space, [p for p in loads if p.workload == workload.name], space.workload_slo(workload))
-        if value is None or not reference.get(workload.name):
-            return None
-        shares.append(mix.Share(workload.weight, value / reference[workload.name]))
-    return mix.mix_value(space.objective.mix, shares)
 
 
 def _centres(trials: list[FrozenTrial], maximize: bool) -> list[FrozenTrial]:

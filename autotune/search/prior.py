@@ -17,7 +17,7 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,10 @@ _NO_WORKDIR = Path(".")  # the simulator in process writes nothing
 
 @dataclass(frozen=True)
 class PredictedLoad:
-    """What the model predicts at one load of a configuration: the objective's and the SLOs' metrics; in a
-    several-workload space, on which workload (its name; None in a one-workload space)."""
+    """What the model predicts at one load of a configuration: the objective's and the SLOs' metrics."""
 
     load: dict[str, Any]
     metrics: dict[str, float]
-    workload: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,37 +134,30 @@ def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str
         except AutotuneError:  # would not start (LaunchFailed), or the model cannot say (a table that is unreadable)
             return Ranked(engine, params, None)
         loads = _predicted_loads(space, engine, predicted)
-    # a several-workload space is ranked on its first workload (the prior orders, it never removes); the others'
-    # predictions are there for the calibration, which values the mix once it has measured (its references)
-    first = space.mix_workloads()[0].name if space.is_mix else None
-    return Ranked(engine, params, best_feasible(space, [p for p in loads if p.workload == first]), loads)
+    return Ranked(engine, params, best_feasible(space, loads), loads)
 
 
 def _predicted_loads(space: SearchSpace, engine: str, predicted: Serving) -> tuple[PredictedLoad, ...]:
-    """The model's metrics at each load of each workload (the space's loads, or a workload's own)."""
-    loads = []
-    for workload in space.mix_workloads():
-        names = [space.objective.metrics[0].name, *space.objective.slo, *space.workload_slo(workload)]
-        for load in space.workload_load_levels(engine, workload):
-            sent = workload.model_copy(update={**load, "num_prompts": min(workload.num_prompts, PRIOR_PROMPTS)})
-            try:
-                result = predicted.measure(sent)
-            except AutotuneError:
-                continue
-            metrics = {m: v for m in dict.fromkeys(names) if (v := result.metric(m)) is not None}
-            loads.append(PredictedLoad(load, metrics, workload.name if space.is_mix else None))
+    objective, loads = space.objective, []
+    names = [objective.metrics[0].name, *objective.slo]
+    # a several-workload space is ranked on its first workload (the prior orders, it never removes)
+    first = space.mix_workloads()[0]
+    for load in space.load_levels(engine):
+        workload = first.model_copy(update={**load, "num_prompts": min(first.num_prompts, PRIOR_PROMPTS)})
+        try:
+            result = predicted.measure(workload)
+        except AutotuneError:
+            continue
+        metrics = {m: v for m in names if (v := result.metric(m)) is not None}
+        loads.append(PredictedLoad(load, metrics))
     return tuple(loads)
 
 
-def best_feasible(
-    space: SearchSpace, loads: Sequence[PredictedLoad], slo: dict[str, float] | None = None
-) -> float | None:
-    """The best objective value among ``loads`` (lightest first) up to the first that misses an SLO (``slo``, else
-    the objective's), or None."""
+def best_feasible(space: SearchSpace, loads: tuple[PredictedLoad, ...]) -> float | None:
+    """The best objective value among ``loads`` (lightest first) up to the first that misses an SLO, or None."""
     objective, best = space.objective, None
-    slo = objective.slo if slo is None else slo
     for predicted in loads:
-        if any(_or_inf(predicted.metrics.get(m)) > limit for m, limit in slo.items()):
+        if any(_or_inf(predicted.metrics.get(m)) > limit for m, limit in objective.slo.items()):
             break
         value = predicted.metrics.get(objective.metrics[0].name)
         if value is None or math.isnan(value):
