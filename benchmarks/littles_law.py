@@ -7,7 +7,8 @@ most ``c · (in + out) / (TTFT + (out - 1) · TPOT)`` tokens per second (the tab
 means). A row above that bound is not a measurement any server could make. For each table and workload it prints
 the feasible (``ok``) rows, how many are over 1.5× the bound, and the largest ratio with its row. The load sweep
 assumes throughput grows with load (``autotune/search/sweep.py``): a light load far over the bound is a point the
-sweep may never measure. Benchmarks are not tests: it prints, it does not assert.
+sweep may never measure. The table model replays such a row cut to the bound (``autotune.sim.models.within_littles_law``,
+since 2026-12-05); this script reads the tables as written. Benchmarks are not tests: it prints, it does not assert.
 """
 
 from __future__ import annotations
