@@ -5,7 +5,8 @@
 With ``c`` requests in flight, each of ``in + out`` tokens taking ``TTFT + (out - 1) · TPOT``, a server carries at
 most ``c · (in + out) / (TTFT + (out - 1) · TPOT)`` tokens per second (the tables are mean-field: their latencies are
 means). A row above that bound is not a measurement any server could make. For each table and workload it prints
-the feasible (``ok``) rows, how many are over 1.5× the bound, and the largest ratio with its row. The load sweep
+the feasible (``ok``) rows, how many are over 1.5× the bound, the largest ratio with its row, and how many rows the
+table model cuts (any row over the bound with at most ``min(concurrency, num_prompts)`` requests in flight). The load sweep
 assumes throughput grows with load (``autotune/search/sweep.py``): a light load far over the bound is a point the
 sweep may never measure. The table model replays such a row cut to the bound (``autotune.sim.models.within_littles_law``,
 since 2026-12-05); this script reads the tables as written. Benchmarks are not tests: it prints, it does not assert.
@@ -33,7 +34,9 @@ def workload_lengths(space: dict) -> dict[str, tuple[int, int]]:
 def check(space_path: Path) -> list[str]:
     space = yaml.safe_load(space_path.read_text())
     lengths = workload_lengths(space)
-    counts: dict[str, list] = defaultdict(lambda: [0, 0, 0.0, None])  # rows, over, worst ratio, worst row
+    counts: dict[str, list] = defaultdict(lambda: [0, 0, 0.0, None, 0])  # rows, over, worst ratio, worst row, cut
+    prompts = {("" if "workloads" not in space else w["name"]): w.get("num_prompts", 1000)
+               for w in space.get("workloads") or [space["workload"]]}  # fmt: skip
     with (REPO / space["simulate"]["table"]).open() as table:
         for row in csv.DictReader(table):
             if row["status"] != "ok":
@@ -44,17 +47,20 @@ def check(space_path: Path) -> list[str]:
             inp, out = lengths.get(name) or lengths[""]
             seconds = (float(row["mean_ttft_ms"]) + (out - 1) * float(row["mean_tpot_ms"])) / 1000
             ratio = float(row["total_token_throughput"]) / (int(row["max_concurrency"]) * (inp + out) / seconds)
+            in_flight = min(int(row["max_concurrency"]), prompts.get(name) or prompts[""])
             entry = counts[name]
+            entry[4] += float(row["total_token_throughput"]) > in_flight * (inp + out) / seconds
             entry[0] += 1
             entry[1] += ratio > OVER
             if ratio > entry[2]:
                 entry[2], entry[3] = ratio, row
     lines = []
-    for name, (rows, over, worst, row) in counts.items():
+    for name, (rows, over, worst, row, cut) in counts.items():
         where = {k: v for k, v in (row or {}).items() if v and k in ("tp", "dp", "ep", "dp_attention",
                  "max_num_batched_tokens", "max_concurrency")}  # fmt: skip
         lines.append(f"{space['simulate']['table']} {name or space['workload'].get('name', '')}: {over}/{rows} rows "
-                     f"over {OVER}x the bound; worst {worst:.1f}x at {where}")  # fmt: skip
+                     f"over {OVER}x the bound; worst {worst:.1f}x at {where}; the table model cuts {cut} "
+                     f"(at most min(concurrency, num_prompts) in flight)")  # fmt: skip
     return lines
 
 
