@@ -22,6 +22,11 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autotune.sim.models import littles_law_bound  # noqa: E402
+from autotune.space.schema import Workload  # noqa: E402
+
 OVER = 1.5  # rows above this many times the bound are counted
 
 
@@ -35,8 +40,9 @@ def check(space_path: Path) -> list[str]:
     space = yaml.safe_load(space_path.read_text())
     lengths = workload_lengths(space)
     counts: dict[str, list] = defaultdict(lambda: [0, 0, 0.0, None, 0])  # rows, over, worst ratio, worst row, cut
-    prompts = {("" if "workloads" not in space else w["name"]): w.get("num_prompts", 1000)
-               for w in space.get("workloads") or [space["workload"]]}  # fmt: skip
+    # what the table model cuts, by its own bound (the workload as the space writes it, at the row's concurrency)
+    workloads = {("" if "workloads" not in space else w["name"]): Workload.model_validate(w)
+                 for w in space.get("workloads") or [space["workload"]]}  # fmt: skip
     with (REPO / space["simulate"]["table"]).open() as table:
         for row in csv.DictReader(table):
             if row["status"] != "ok":
@@ -47,9 +53,12 @@ def check(space_path: Path) -> list[str]:
             inp, out = lengths.get(name) or lengths[""]
             seconds = (float(row["mean_ttft_ms"]) + (out - 1) * float(row["mean_tpot_ms"])) / 1000
             ratio = float(row["total_token_throughput"]) / (int(row["max_concurrency"]) * (inp + out) / seconds)
-            in_flight = min(int(row["max_concurrency"]), prompts.get(name) or prompts[""])
+            sent = (workloads.get(name) or workloads[""]).model_copy(
+                update={"max_concurrency": int(row["max_concurrency"])}
+            )
+            bound = littles_law_bound(sent, float(row["mean_ttft_ms"]), float(row["mean_tpot_ms"]))
             entry = counts[name]
-            entry[4] += float(row["total_token_throughput"]) > in_flight * (inp + out) / seconds
+            entry[4] += bound is not None and float(row["total_token_throughput"]) > bound
             entry[0] += 1
             entry[1] += ratio > OVER
             if ratio > entry[2]:
