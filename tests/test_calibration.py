@@ -181,6 +181,43 @@ def test_a_configuration_predicted_to_beat_the_incumbent_goes_before_its_neighbo
     assert fixed.marks.get("neighbour_of") is None and fixed.marks["calibrated_predicted"] == 150.0
 
 
+def test_a_model_pick_that_missed_gives_the_next_turn_to_the_incumbents_neighbour() -> None:
+    """The model is trusted only as far as it predicts: after a configuration it queued for beating the incumbent
+    came in below it, the incumbent's neighbour goes next even though the model still predicts another far
+    configuration above the incumbent; once the neighbour has had its turn, the model's pick comes again."""
+    import optuna
+
+    space = load_space(LANDSCAPE)
+    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "far": ranked(32, "float16", 150.0, 10.0),
+             "far2": ranked(16, "float16", 140.0, 10.0), "near": ranked(8, "float16", 95.0, 10.0)}  # fmt: skip
+    for r in keyed.values():
+        r.loads[0].metrics["p99_tpot_ms"] = 1.0
+    study = optuna.create_study(direction="maximize")
+    _finished(study, keyed["incumbent"].params, "incumbent", 100.0)
+    _finished(study, keyed["far"].params, "far", 70.0, calibrated_predicted=150.0)  # the model's pick missed
+    fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
+    assert fixed is not None and fixed.params == keyed["near"].params and fixed.marks["neighbour_of"] == 0
+    _finished(study, fixed.params, "near", 60.0, neighbour_of=0)
+    fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
+    assert fixed is not None and fixed.params == keyed["far2"].params
+    assert fixed.marks.get("neighbour_of") is None
+
+
+def test_a_model_pick_that_beat_the_incumbent_keeps_the_turn() -> None:
+    import optuna
+
+    space = load_space(LANDSCAPE)
+    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "far": ranked(32, "float16", 150.0, 10.0),
+             "far2": ranked(16, "float16", 140.0, 10.0), "near": ranked(8, "float16", 95.0, 10.0)}  # fmt: skip
+    for r in keyed.values():
+        r.loads[0].metrics["p99_tpot_ms"] = 1.0
+    study = optuna.create_study(direction="maximize")
+    _finished(study, keyed["incumbent"].params, "incumbent", 100.0)
+    _finished(study, keyed["far"].params, "far", 120.0, calibrated_predicted=150.0)  # the model's pick beat it
+    fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
+    assert fixed is not None and fixed.params == keyed["far2"].params
+
+
 def test_a_mix_takes_the_neighbour_steps_but_queues_nothing_for_beating_the_incumbent() -> None:
     """On a several-workload space the model ranks the first workload, another unit than the mix: a configuration it
     predicts far above the incumbent is not queued for that, but the incumbent's neighbours are measured."""

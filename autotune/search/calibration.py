@@ -15,9 +15,10 @@ SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
 **Its use**: after each trial, the best calibrated configuration that no trial has tried, no learned rule refuses
 and the model still predicts to start is queued next (marked ``calibrated_predicted``), as long as it is predicted
 to beat the incumbent; when nothing is, the incumbent's untried neighbours (one launch knob away), best calibrated
-first, taking turns with the sampler (a neighbour is never followed by another). A wrong model costs the launches
-that showed it wrong (each is a measurement that corrects it); the neighbour steps find what lies next to the best
-so far, which a model alone may keep ranking below another corner.
+first, taking turns with the sampler (a neighbour is never followed by another). A pick that came in below the
+incumbent gives the next turn to a neighbour: the model is trusted only as far as it predicts. A wrong model costs
+the launches that showed it wrong (each is a measurement that corrects it), at most every other launch; the
+neighbour steps find what lies next to the best so far, which a model alone may keep ranking below another corner.
 
 **Its error**, recorded after every trial (``StudyRecord.calibration``, printed by ``study show``): the objective's
 median error factor at the loads that trial measured, of the raw model and of the model calibrated on the trials
@@ -46,7 +47,7 @@ from autotune.records import CalibrationError, StudyRecord, TrialRecord
 from autotune.search.learning import rule_broken
 from autotune.search.objective import config_key
 from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
-from autotune.search.ranking import maximizes, sign
+from autotune.search.ranking import feasible, maximizes, sign
 from autotune.search.ranking import ranked as best_first
 from autotune.search.setup import with_engine
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
@@ -193,20 +194,24 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
 
     values = {key: best_feasible(space, calibration.corrected(r)) if r.loads else None for key, r in keyed.items()}
     scored = sorted(((v, k) for k, v in values.items() if v is not None), key=lambda entry: -better * entry[0])
+    predicted = None
     for value, key in scored if not space.is_mix else ():
         if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
             break
         if (params := untried(key, keyed[key])) is not None:
-            return FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
+            predicted = FixedConfiguration(params, records.stored(calibrated_predicted=round(value, 3)))
+            break
+    if predicted is not None and not _model_missed_last(trials, maximizes(study)):
+        return predicted
     if incumbent is None or _took_last_turn(trials):
-        return None
+        return predicted
     for centre in centres:
         for key in _neighbours(keyed, records.config_key(centre), values, better):
             if (params := untried(key, keyed[key])) is not None:
                 value = values[key]
                 marks = {"calibrated_predicted": round(value, 3)} if value is not None else {}
                 return FixedConfiguration(params, records.stored(neighbour_of=centre.number, **marks))
-    return None
+    return predicted
 
 
 def _centres(trials: list[FrozenTrial], maximize: bool) -> list[FrozenTrial]:
@@ -219,6 +224,25 @@ def _centres(trials: list[FrozenTrial], maximize: bool) -> list[FrozenTrial]:
             break
         centres.setdefault(records.config_key(trial), trial)
     return list(centres.values())
+
+
+def _model_missed_last(trials: list[FrozenTrial], maximize: bool) -> bool:
+    """Whether the last trial to finish was queued for being predicted to beat the incumbent and did not: the
+    model is trusted only as far as it predicts, so a miss gives the next turn to the incumbent's neighbours (a
+    model wrong about one corner can otherwise spend a dozen launches there while the optimum lies next door)."""
+    finished = sorted((t for t in trials if t.state.is_finished()), key=lambda t: t.number)
+    if not finished:
+        return False
+    last = finished[-1]
+    record = TrialRecord.of(last)
+    if record.calibrated_predicted is None or record.neighbour_of is not None:
+        return False
+    before = best_first(finished[:-1], maximize)
+    if not before:
+        return False  # there was nothing to beat
+    if not feasible(last) or not last.values:
+        return True
+    return (1 if maximize else -1) * last.values[0] <= (1 if maximize else -1) * before[0].values[0]
 
 
 def _took_last_turn(trials: list[FrozenTrial]) -> bool:
