@@ -181,10 +181,9 @@ def test_a_configuration_predicted_to_beat_the_incumbent_goes_before_its_neighbo
     assert fixed.marks.get("neighbour_of") is None and fixed.marks["calibrated_predicted"] == 150.0
 
 
-def test_a_model_pick_that_missed_gives_the_next_turn_to_the_incumbents_neighbour() -> None:
-    """The model is trusted only as far as it predicts: after a configuration it queued for beating the incumbent
-    came in below it, the incumbent's neighbour goes next even though the model still predicts another far
-    configuration above the incumbent; once the neighbour has had its turn, the model's pick comes again."""
+def _incumbent_and_three_predicted_above():
+    """A study whose incumbent (100) has a neighbour ("near") and two far configurations ("far", then "far2") that
+    the model predicts above it."""
     import optuna
 
     space = load_space(LANDSCAPE)
@@ -194,6 +193,14 @@ def test_a_model_pick_that_missed_gives_the_next_turn_to_the_incumbents_neighbou
         r.loads[0].metrics["p99_tpot_ms"] = 1.0
     study = optuna.create_study(direction="maximize")
     _finished(study, keyed["incumbent"].params, "incumbent", 100.0)
+    return study, space, keyed
+
+
+def test_a_model_pick_that_missed_gives_the_next_turn_to_the_incumbents_neighbour() -> None:
+    """The model is trusted only as far as it predicts: after a configuration it queued for beating the incumbent
+    came in below it, the incumbent's neighbour goes next even though the model still predicts another far
+    configuration above the incumbent; once the neighbour has had its turn, the model's pick comes again."""
+    study, space, keyed = _incumbent_and_three_predicted_above()
     _finished(study, keyed["far"].params, "far", 70.0, calibrated_predicted=150.0)  # the model's pick missed
     fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
     assert fixed is not None and fixed.params == keyed["near"].params and fixed.marks["neighbour_of"] == 0
@@ -204,15 +211,7 @@ def test_a_model_pick_that_missed_gives_the_next_turn_to_the_incumbents_neighbou
 
 
 def test_a_model_pick_that_beat_the_incumbent_keeps_the_turn() -> None:
-    import optuna
-
-    space = load_space(LANDSCAPE)
-    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "far": ranked(32, "float16", 150.0, 10.0),
-             "far2": ranked(16, "float16", 140.0, 10.0), "near": ranked(8, "float16", 95.0, 10.0)}  # fmt: skip
-    for r in keyed.values():
-        r.loads[0].metrics["p99_tpot_ms"] = 1.0
-    study = optuna.create_study(direction="maximize")
-    _finished(study, keyed["incumbent"].params, "incumbent", 100.0)
+    study, space, keyed = _incumbent_and_three_predicted_above()
     _finished(study, keyed["far"].params, "far", 120.0, calibrated_predicted=150.0)  # the model's pick beat it
     fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
     assert fixed is not None and fixed.params == keyed["far2"].params

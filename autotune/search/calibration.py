@@ -47,7 +47,7 @@ from autotune.records import CalibrationError, StudyRecord, TrialRecord
 from autotune.search.learning import rule_broken
 from autotune.search.objective import config_key
 from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
-from autotune.search.ranking import feasible, maximizes, sign
+from autotune.search.ranking import best_of, maximizes, sign
 from autotune.search.ranking import ranked as best_first
 from autotune.search.setup import with_engine
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
@@ -226,30 +226,31 @@ def _centres(trials: list[FrozenTrial], maximize: bool) -> list[FrozenTrial]:
     return list(centres.values())
 
 
+def _last_finished(trials: list[FrozenTrial]) -> FrozenTrial | None:
+    finished = [t for t in trials if t.state.is_finished()]
+    return max(finished, key=lambda t: t.number) if finished else None
+
+
 def _model_missed_last(trials: list[FrozenTrial], maximize: bool) -> bool:
     """Whether the last trial to finish was queued for being predicted to beat the incumbent and did not: the
     model is trusted only as far as it predicts, so a miss gives the next turn to the incumbent's neighbours (a
     model wrong about one corner can otherwise spend a dozen launches there while the optimum lies next door)."""
-    finished = sorted((t for t in trials if t.state.is_finished()), key=lambda t: t.number)
-    if not finished:
+    last = _last_finished(trials)
+    if last is None:
         return False
-    last = finished[-1]
     record = TrialRecord.of(last)
     if record.calibrated_predicted is None or record.neighbour_of is not None:
         return False
-    before = best_first(finished[:-1], maximize)
-    if not before:
-        return False  # there was nothing to beat
-    if not feasible(last) or not last.values:
-        return True
-    return (1 if maximize else -1) * last.values[0] <= (1 if maximize else -1) * before[0].values[0]
+    incumbent = best_of((t for t in trials if t.number < last.number), maximize)
+    # best_of breaks ties for the earlier trial and skips an infeasible one: a tie or a miss is not a win
+    return incumbent is not None and best_of([incumbent, last], maximize) is incumbent
 
 
 def _took_last_turn(trials: list[FrozenTrial]) -> bool:
     """Whether the last trial to finish was a neighbour: neighbours and the sampler take turns, so that a local
     optimum the neighbourhood cannot leave holds the sampler's exploration back by half, never wholly."""
-    finished = [t for t in trials if t.state.is_finished()]
-    return bool(finished) and TrialRecord.of(max(finished, key=lambda t: t.number)).neighbour_of is not None
+    last = _last_finished(trials)
+    return last is not None and TrialRecord.of(last).neighbour_of is not None
 
 
 def _neighbours(keyed: dict[str, Ranked], around: str | None, values: dict[str, float | None],
