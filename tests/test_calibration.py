@@ -166,6 +166,18 @@ def test_with_nothing_predicted_better_the_incumbents_neighbours_come_next_best_
     assert picks == ["dtype", None, "seqs16", None, "slow-ttft", None]
 
 
+def test_the_next_value_of_an_ordered_knob_gets_every_other_neighbour_place() -> None:
+    """The model ranks a one-step move (8 -> 16 of an ordered knob) below a categorical change and a two-step jump
+    (8 -> 32): the best calibrated neighbour still goes first, but the one-step move comes second, ahead of the jump
+    it ranks above it, and the jump third."""
+    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "dtype": ranked(8, "float16", 95.0, 10.0),
+             "jump": ranked(32, "float32", 93.0, 10.0), "step": ranked(16, "float32", 80.0, 10.0)}  # fmt: skip
+    values = {key: r.predicted for key, r in keyed.items()}
+    assert calibration._neighbours(keyed, "incumbent", values, better=1) == ["dtype", "step", "jump"]
+    values["step"] = None  # predicted to miss an SLO: after every neighbour predicted feasible
+    assert calibration._neighbours(keyed, "incumbent", values, better=1) == ["dtype", "jump", "step"]
+
+
 def test_a_configuration_predicted_to_beat_the_incumbent_goes_before_its_neighbours() -> None:
     import optuna
 
