@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from autotune.records import LoadRecord, StudyRecord, TrialRecord
-from autotune.search import calibration
-from autotune.search.calibration import Calibration
+from autotune.search import calibration, residuals
+from autotune.search.residuals import Calibration
 from autotune.search.prior import PredictedLoad, Ranked
 from autotune.search.ranking import feasible
 from autotune.search.study import RunOptions, prepare_study
@@ -82,7 +82,7 @@ def test_an_error_only_where_two_knob_values_meet_is_learned_as_their_pair(monke
         return Calibration(measured).corrected(three(seqs, dtype, 2048))[0].metrics["total_token_throughput"]
 
     with_pairs = {(32, "bfloat16"): predicted(32, "bfloat16"), (8, "bfloat16"): predicted(8, "bfloat16")}
-    monkeypatch.setattr(calibration, "PAIR_RIDGE", 1e9)  # every pair's effect held at 0: the single effects alone
+    monkeypatch.setattr(residuals, "PAIR_RIDGE", 1e9)  # every pair's effect held at 0: the single effects alone
     singles = {(32, "bfloat16"): predicted(32, "bfloat16"), (8, "bfloat16"): predicted(8, "bfloat16")}
     assert with_pairs[32, "bfloat16"] > 250.0, with_pairs  # measured 259 (the ridge holds a little back)
     assert with_pairs[32, "bfloat16"] > singles[32, "bfloat16"] + 50.0, (with_pairs, singles)
@@ -227,19 +227,3 @@ def test_a_model_pick_that_beat_the_incumbent_keeps_the_turn() -> None:
     _finished(study, keyed["far"].params, "far", 120.0, calibrated_predicted=150.0)  # the model's pick beat it
     fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
     assert fixed is not None and fixed.params == keyed["far2"].params
-
-
-def test_a_mix_takes_the_neighbour_steps_but_queues_nothing_for_beating_the_incumbent() -> None:
-    """On a several-workload space the model ranks the first workload, another unit than the mix: a configuration it
-    predicts far above the incumbent is not queued for that, but the incumbent's neighbours are measured."""
-    import optuna
-
-    space = load_space(REPO / "benchmarks" / "landscapes" / "mix" / "dsv3-sglang-six.yaml")
-    assert space.is_mix
-    keyed = {"incumbent": ranked(8, "float32", 90.0, 10.0), "far": ranked(32, "float16", 150.0, 10.0),
-             "near": ranked(8, "float16", 95.0, 10.0)}  # fmt: skip
-    study = optuna.create_study(direction="maximize")
-    _finished(study, keyed["incumbent"].params, "incumbent", 1.2)
-    fixed = calibration.next_configuration(study, space, keyed, Calibration([]))
-    assert fixed is not None and fixed.params == {"max_num_seqs": 8, "dtype": "float16"}
-    assert fixed.marks["neighbour_of"] == 0

@@ -2,15 +2,10 @@
 
 A performance model is rarely right in absolute terms (the analytic model's TTFT can be off by 10x, so it calls
 every configuration SLO-infeasible), but its errors are regular: a factor on a metric, a factor per knob value.
-After every launch that measured something, a **residual model** is refit: for each metric the objective and the
-SLOs read, ``log(measured / predicted) = mean + Σ effect[knob = value] + effect[load]``, over every load each
-launch measured (ridge regression: ``RIDGE`` pulls effects a few measurements support towards 0, so an unseen
-value keeps the mean correction alone), plus ``Σ effect[knob = value, other = value']`` over pairs of knob values.
-The pairs are there because a model's errors are seldom one knob's alone: an analytic model that misjudges
-data-parallel attention misjudges it more at a long chunk, and a sum of single effects then keeps ranking the same
-wrong corner first. ``PAIR_RIDGE`` holds a pair's effect at 0 until measurements that share the pair disagree with
-the single effects. The corrected metrics of every configuration at every load give its calibrated value (its best
-SLO-feasible load, as the prior ranks), and the remaining space is re-ranked.
+After every launch that measured something, a **residual model** (``autotune.search.residuals``) is refit, and the
+corrected metrics of every configuration at every load give its calibrated value (its best SLO-feasible load, as
+the prior ranks; in a several-workload space the calibrated mix, ``autotune.search.mix_model``, one residual model
+per workload); the remaining space is re-ranked.
 
 **Its use**: after each trial, the best calibrated configuration that no trial has tried, no learned rule refuses
 and the model still predicts to start is queued next (marked ``calibrated_predicted``), as long as it is predicted
@@ -24,9 +19,8 @@ neighbour steps find what lies next to the best so far, which a model alone may 
 median error factor at the loads that trial measured, of the raw model and of the model calibrated on the trials
 before it (an out-of-sample error: what the calibration knew when it would have ranked that trial).
 
-A several-workload space is ranked on its first workload; its mix value is another unit, so there nothing is queued
-for being predicted to beat the incumbent, but the neighbour steps are taken (centred on the best mix values
-measured, ordered by the first workload's calibrated value).
+The error is the first workload's in a several-workload space (the model's error per workload differs, its
+corrections are fitted per workload).
 """
 
 from __future__ import annotations
@@ -37,82 +31,34 @@ import math
 import statistics
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
 from autotune.records import CalibrationError, StudyRecord, TrialRecord
 from autotune.search.learning import rule_broken
+from autotune.search.mix_model import MixCalibration
 from autotune.search.objective import config_key
-from autotune.search.prior import PredictedLoad, Ranked, best_feasible, prior_model, rank
+from autotune.search.prior import PredictedLoad, Ranked, prior_model, rank
 from autotune.search.ranking import best_of, maximizes, sign
 from autotune.search.ranking import ranked as best_first
+from autotune.search.residuals import Calibration, measured_configurations
 from autotune.search.setup import with_engine
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
 from autotune.space.schema import SearchSpace
 
 LAST = 10  # `study show` gives the error over the whole study and over this many last trials
-RIDGE = 1.0  # the ridge penalty on each knob value's and load's effect (the mean correction is not penalised)
-PAIR_RIDGE = 1.0  # the penalty on each pair's effect (one knob value with another)
 CENTRES = 3  # the neighbourhoods of at most this many of the best configurations are measured, best first
-PAIR = "pair "  # a pair's name starts with it (no single feature's does: those start with a knob's name or engine=)
 
 
-def _features(ranked: Ranked, load: dict[str, Any]) -> list[str]:
-    """The single features of ``ranked`` at ``load`` (engine, each knob value, the load), then every pair of its knob
-    values (not with the engine: a knob belongs to one engine, so such a pair is the knob value again)."""
-    knobs = [f"{name}={json.dumps(value)}" for name, value in ranked.params.items()]
-    # not knob value with load: after the baseline alone, those pairs pulled the next pick to the baseline's
-    # neighbours (its per-load SLO feasibility flips), 44 -> 263 node-minutes on a landscape the singles solve at once
-    pairs = [f"{PAIR}{a} & {b}" for i, a in enumerate(knobs) for b in knobs[i + 1 :]]
-    return [f"engine={ranked.engine}", *knobs, f"load={json.dumps(load, sort_keys=True)}", *pairs]
+class Calibrated(Protocol):
+    """A calibrated model: ``Calibration`` (one workload) or ``MixCalibration`` (a mix of several)."""
 
+    rows: int  # the measured loads it is fitted to
 
-class Calibration:
-    """The residual model of each metric, fitted to ``measured``: (the prior's ranking of a launched configuration,
-    the metrics measured at each of its loads)."""
-
-    def __init__(self, measured: list[tuple[Ranked, list[records.LoadRecord]]]) -> None:
-        rows: list[tuple[list[str], dict[str, float]]] = []  # (features, log(measured / predicted) by metric)
-        for ranked, loads in measured:
-            predicted = {json.dumps(p.load, sort_keys=True): p.metrics for p in ranked.loads}
-            for level in loads:
-                model = predicted.get(json.dumps(level.load, sort_keys=True))
-                if model is None or not level.metrics:
-                    continue
-                residuals = {name: math.log(got / value) for name, value in model.items()
-                             if isinstance(got := level.metrics.get(name), int | float) and got > 0 and value > 0}  # fmt: skip
-                rows.append((_features(ranked, level.load), residuals))
-        self.rows = len(rows)  # the measured loads it is fitted to
-        self._index = {f: i for i, f in enumerate(sorted({f for features, _ in rows for f in features}))}
-        self._penalty = np.array([PAIR_RIDGE if f.startswith(PAIR) else RIDGE for f in self._index])
-        names = {name for _, residuals in rows for name in residuals}
-        self._fits = {name: self._fit([(f, r[name]) for f, r in rows if name in r]) for name in names}
-
-    def _fit(self, rows: list[tuple[list[str], float]]) -> tuple[float, np.ndarray]:
-        """The mean residual, and each feature's effect around it (ridge)."""
-        x = np.zeros((len(rows), len(self._index)))
-        for i, (features, _) in enumerate(rows):
-            x[i, [self._index[f] for f in features]] = 1.0
-        y = np.array([residual for _, residual in rows])
-        mean = float(y.mean())
-        return mean, np.linalg.solve(x.T @ x + np.diag(self._penalty), x.T @ (y - mean))
-
-    def corrected(self, ranked: Ranked) -> tuple[PredictedLoad, ...]:
-        """``ranked``'s predicted metrics at each load, corrected."""
-        loads = []
-        for predicted in ranked.loads:
-            features = [i for f in _features(ranked, predicted.load) if (i := self._index.get(f)) is not None]
-            metrics = {}
-            for name, value in predicted.metrics.items():
-                mean, coef = self._fits.get(name, (0.0, None))
-                effect = mean + (float(coef[features].sum()) if coef is not None else 0.0)
-                metrics[name] = value * math.exp(effect)
-            loads.append(PredictedLoad(predicted.load, metrics))
-        return tuple(loads)
+    def value(self, space: SearchSpace, ranked: Ranked) -> float | None: ...
 
 
 _KEYED: dict[tuple[str, str], dict[str, Ranked]] = {}  # like the ranking it keys: one per space and model
@@ -126,24 +72,6 @@ def keyed_ranking(space: SearchSpace, model: str) -> dict[str, Ranked]:
         _KEYED[key] = {config_key(space.point_from_params(with_engine(space, r.engine, r.params))): r
                        for r in rank(space, model)}  # fmt: skip
     return _KEYED[key]
-
-
-def measured_configurations(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],
-                            before: int | None = None) -> list[tuple[Ranked, list[records.LoadRecord]]]:  # fmt: skip
-    """Each launched trial (numbered under ``before``, if given) that the ranking (``keyed_ranking``) predicts,
-    with the loads of its first workload it measured."""
-    first = space.mix_workloads()[0].name if len(space.mix_workloads()) > 1 else None
-    measured = []
-    for trial in trials:
-        if before is not None and trial.number >= before:
-            continue
-        if trial.state != TrialState.COMPLETE or not records.launched(trial) or records.is_duplicate(trial):
-            continue
-        ranked = keyed.get(records.config_key(trial))
-        loads = [level for level in TrialRecord.of(trial).benchmarks if level.metrics and level.workload == first]
-        if ranked is not None and ranked.loads and loads:
-            measured.append((ranked, loads))
-    return measured
 
 
 def _error(space: SearchSpace, loads: tuple[PredictedLoad, ...], measured: list[records.LoadRecord]) -> float | None:
@@ -172,11 +100,10 @@ def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[Froze
 
 
 def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str, Ranked],
-                       calibration: Calibration) -> FixedConfiguration | None:  # fmt: skip
+                       calibration: Calibrated) -> FixedConfiguration | None:  # fmt: skip
     """The best calibrated configuration no trial has tried or queued, no learned rule refuses and the model
-    predicts to start, if it is predicted to beat the incumbent (a single-workload space only: a mix's values are
-    another unit than the model's); else, unless a neighbour took the last turn, the
-    best calibrated untried neighbour of the incumbent, or once all of its are tried of a runner-up's (``_centres``,
+    predicts to start, if it is predicted to beat the incumbent (``calibration``'s value: a mix's in a
+    several-workload space); else, unless a neighbour took the last turn, the best calibrated untried neighbour of the incumbent, or once all of its are tried of a runner-up's (``_centres``,
     ``_neighbours``); else None (the sampler's turn)."""
     trials = study.get_trials(deepcopy=False)
     if any(t.state == TrialState.WAITING for t in trials):  # queued ones go first; the next step looks again
@@ -193,10 +120,10 @@ def next_configuration(study: optuna.Study, space: SearchSpace, keyed: dict[str,
             return None
         return params
 
-    values = {key: best_feasible(space, calibration.corrected(r)) if r.loads else None for key, r in keyed.items()}
+    values = {key: calibration.value(space, r) for key, r in keyed.items()}
     scored = sorted(((v, k) for k, v in values.items() if v is not None), key=lambda entry: -better * entry[0])
     predicted = None
-    for value, key in scored if not space.is_mix else ():
+    for value, key in scored:
         if incumbent is not None and incumbent.values and better * value <= better * incumbent.values[0]:
             break
         if (params := untried(key, keyed[key])) is not None:
@@ -307,7 +234,9 @@ def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
     keyed = keyed_ranking(space, model)
     trials = study.get_trials(deepcopy=False)
     error = error_after(space, keyed, trials, finished)
-    calibration = Calibration(measured_configurations(space, keyed, trials))
+    calibration: Calibrated = (
+        MixCalibration(space, keyed, trials, StudyRecord.of(study).mix_reference) if space.is_mix
+        else Calibration(measured_configurations(space, keyed, trials)))  # fmt: skip
     with lock():
         if error is not None:
             records.write_study(study, calibration=[error])

@@ -18,16 +18,17 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError, UnsupportedConfig
 from autotune.search.backends import prediction_backend, simulator_knows_model
+from autotune.search.mix import Share, mix_value
 from autotune.search.ranking import maximized, sign
 from autotune.serving.seam import Backend, Serving
-from autotune.space.schema import SearchSpace
+from autotune.space.schema import SearchSpace, Workload
 
 log = logging.getLogger(__name__)
 PRIOR_PROMPTS = 32  # requests per predicted benchmark: the ranking needs the order, not the last percent
@@ -47,12 +48,19 @@ class PredictedLoad:
 class Ranked:
     """A launch configuration and what the prior predicts for it: its value (None: predicted infeasible) and the
     metrics at every load the model could evaluate (none: it would not start); the metrics are what the
-    self-calibrating prior (``autotune.search.calibration``) corrects."""
+    self-calibrating prior (``autotune.search.calibration``) corrects. ``loads`` are the first workload's; in a
+    several-workload space ``by_workload`` holds every workload's, by name, and ``predicted`` is the predicted mix
+    (``autotune.search.mix_model``)."""
 
     engine: str
     params: dict[str, Any]
     predicted: float | None
     loads: tuple[PredictedLoad, ...] = ()
+    by_workload: dict[str, tuple[PredictedLoad, ...]] = field(default_factory=dict)
+
+    def of_workload(self, name: str) -> Ranked:
+        """This configuration with ``loads`` the predictions of workload ``name`` (none outside a mix)."""
+        return replace(self, loads=self.by_workload.get(name, ()))
 
 
 def prior_model(space: SearchSpace) -> str | None:
@@ -84,9 +92,48 @@ def rank(space: SearchSpace, model: str, mapper: Mapper = map) -> list[Ranked]:
 def _rank(space: SearchSpace, model: str, mapper: Mapper) -> list[Ranked]:
     jobs = [(engine, params) for engine in space.engines for params in _launch_params(space, engine)]
     ranked = list(mapper(functools.partial(predict_configuration, space, model), *zip(*jobs, strict=True)))
+    if space.is_mix:
+        ranked = _with_predicted_mix(space, ranked)
     better = sign(space.objective.metrics[0].direction)
     ranked.sort(key=lambda r: (r.predicted is None, -better * (r.predicted or 0.0)))
     return ranked
+
+
+def _with_predicted_mix(space: SearchSpace, ranked: list[Ranked]) -> list[Ranked]:
+    """``ranked`` valued by the predicted mix: each workload's best feasible prediction relative to the space's
+    first default configuration's (the study's reference is its first baseline's), or, where the model calls that
+    infeasible, to the best predicted on the workload. A workload the model calls infeasible on every configuration
+    is judged without its SLO: the model is wrong about that SLO (the analytic model's TTFT on long prompts can be
+    10x high), and one such workload would otherwise leave nothing ranked."""
+    engine = next(iter(space.engines))
+    default = space.default_point(engine).server
+    workloads = space.mix_workloads()
+
+    def values(slo: dict[str, dict[str, float]]) -> list[dict[str, float | None]]:
+        return [{w.name: best_feasible(space, r.by_workload.get(w.name, ()), slo[w.name]) for w in workloads}
+                for r in ranked]  # fmt: skip
+
+    judged = values({w.name: space.workload_slo(w) for w in workloads})
+    unjudged = {w.name for w in workloads if all(v[w.name] is None for v in judged)}
+    if unjudged:
+        judged = values({w.name: {} if w.name in unjudged else space.workload_slo(w) for w in workloads})
+    at_default = next((v for r, v in zip(ranked, judged, strict=True)
+                       if r.engine == engine and space.point(engine, r.params).server == default), {})  # fmt: skip
+    reference = {w.name: at_default.get(w.name) or max((v[w.name] or 0.0 for v in judged), default=0.0)
+                 for w in workloads}  # fmt: skip
+    return [replace(r, predicted=predicted_mix(space, v, reference)) for r, v in zip(ranked, judged, strict=True)]
+
+
+def predicted_mix(space: SearchSpace, values: dict[str, float | None], reference: dict[str, float]) -> float | None:
+    """The mix (``objective.mix``) of per-workload ``values`` relative to ``reference``; None where a workload's
+    value is None (infeasible on it: infeasible for the mix) or it has no positive reference."""
+    shares = []
+    for workload in space.mix_workloads():
+        value, base = values.get(workload.name), reference.get(workload.name)
+        if value is None or not base or base <= 0:
+            return None
+        shares.append(Share(workload.weight, value / base))
+    return mix_value(space.objective.mix, shares)
 
 
 def launch_configurations(space: SearchSpace, engine: str) -> list[dict[str, Any]]:
@@ -133,19 +180,21 @@ def _predict(space: SearchSpace, backend: Backend, engine: str, params: dict[str
             predicted.wait_ready(0.0)
         except AutotuneError:  # would not start (LaunchFailed), or the model cannot say (a table that is unreadable)
             return Ranked(engine, params, None)
-        loads = _predicted_loads(space, engine, predicted)
-    return Ranked(engine, params, best_feasible(space, loads), loads)
+        by_workload = {w.name: _predicted_loads(space, engine, w, predicted) for w in space.mix_workloads()}
+    loads = next(iter(by_workload.values()))
+    return Ranked(engine, params, best_feasible(space, loads), loads, by_workload if space.is_mix else {})
 
 
-def _predicted_loads(space: SearchSpace, engine: str, predicted: Serving) -> tuple[PredictedLoad, ...]:
-    objective, loads = space.objective, []
-    names = [objective.metrics[0].name, *objective.slo]
-    # a several-workload space is ranked on its first workload (the prior orders, it never removes)
-    first = space.mix_workloads()[0]
-    for load in space.load_levels(engine):
-        workload = first.model_copy(update={**load, "num_prompts": min(first.num_prompts, PRIOR_PROMPTS)})
+def _predicted_loads(space: SearchSpace, engine: str, workload: Workload,
+                     predicted: Serving) -> tuple[PredictedLoad, ...]:  # fmt: skip
+    """The model's metrics for ``workload`` at each load it is swept at (the objective's and its SLOs' metrics)."""
+    loads, slo = [], space.workload_slo(workload) if space.is_mix else space.objective.slo
+    names = list(dict.fromkeys([space.objective.metrics[0].name, *space.objective.slo, *slo]))
+    levels = space.workload_load_levels(engine, workload) if space.is_mix else space.load_levels(engine)
+    for load in levels:
+        shortened = workload.model_copy(update={**load, "num_prompts": min(workload.num_prompts, PRIOR_PROMPTS)})
         try:
-            result = predicted.measure(workload)
+            result = predicted.measure(shortened)
         except AutotuneError:
             continue
         metrics = {m: v for m in names if (v := result.metric(m)) is not None}
@@ -153,11 +202,14 @@ def _predicted_loads(space: SearchSpace, engine: str, predicted: Serving) -> tup
     return tuple(loads)
 
 
-def best_feasible(space: SearchSpace, loads: tuple[PredictedLoad, ...]) -> float | None:
-    """The best objective value among ``loads`` (lightest first) up to the first that misses an SLO, or None."""
+def best_feasible(space: SearchSpace, loads: tuple[PredictedLoad, ...],
+                  slo: dict[str, float] | None = None) -> float | None:  # fmt: skip
+    """The best objective value among ``loads`` (lightest first) up to the first that misses an SLO (``slo``, by
+    default the objective's), or None."""
     objective, best = space.objective, None
+    limits = objective.slo if slo is None else slo
     for predicted in loads:
-        if any(_or_inf(predicted.metrics.get(m)) > limit for m, limit in objective.slo.items()):
+        if any(_or_inf(predicted.metrics.get(m)) > limit for m, limit in limits.items()):
             break
         value = predicted.metrics.get(objective.metrics[0].name)
         if value is None or math.isnan(value):
