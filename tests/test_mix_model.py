@@ -102,3 +102,21 @@ def test_a_mix_study_queues_what_its_calibrated_mix_predicts_above_the_incumbent
     # a first-workload calibration would call "better" 3x the incumbent's chat: a number in another unit than 1.0
     assert Calibration([]).value(space, keyed["better"]) == pytest.approx(300.0)
     assert not math.isclose(fixed.marks["calibrated_predicted"], 300.0)
+
+
+def test_the_prior_ranks_by_the_predicted_mix_and_judges_a_workload_it_calls_all_infeasible_without_its_slo(
+        space) -> None:  # fmt: skip
+    """The raw model puts rag's TTFT over its SLO on every configuration (the analytic model's TTFT on long prompts
+    can be 10x high): judged by that SLO nothing would be ranked; judged without it, configurations are valued by
+    the predicted mix relative to the space's default configuration (max_num_seqs unset) and ranked by it."""
+    from autotune.search import prior
+
+    over = 10 * 3000.0
+    ranked = [model(space, None, chat=100.0, rag=50.0, rag_ttft=over),
+              model(space, 256, chat=400.0, rag=25.0, rag_ttft=over),  # chat x4, rag x1/2: (4 x 1/4)^(1/3) = 1
+              model(space, 512, chat=200.0, rag=100.0, rag_ttft=over)]  # fmt: skip
+    valued = prior._with_predicted_mix(space, ranked)
+    assert [r.predicted for r in valued] == pytest.approx([1.0, 1.0, (2 * 2**2) ** (1 / 3)])
+    feasible_rag = [model(space, None, chat=100.0, rag=50.0), model(space, 256, chat=400.0, rag=25.0, rag_ttft=over)]
+    valued = prior._with_predicted_mix(space, feasible_rag)  # rag judged by its SLO where the model calls one feasible
+    assert valued[0].predicted == pytest.approx(1.0) and valued[1].predicted is None
