@@ -10,9 +10,9 @@ import pytest
 
 from autotune.records import LoadRecord, StudyRecord, TrialRecord
 from autotune.search import calibration, residuals
-from autotune.search.residuals import Calibration
 from autotune.search.prior import PredictedLoad, Ranked
 from autotune.search.ranking import feasible
+from autotune.search.residuals import Calibration
 from autotune.search.study import RunOptions, prepare_study
 from autotune.search.workers import run_trials
 from autotune.space.files import load_space
