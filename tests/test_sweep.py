@@ -62,3 +62,33 @@ def test_a_failed_load_makes_every_heavier_one_infeasible_and_is_reported() -> N
 def test_a_cap_from_out_of_memory_dominance_is_never_exceeded() -> None:
     sweep = run(LoadSweep(LEVELS, SLO, cap=2), boundary=6)
     assert max(sweep.measured) <= 1 and sweep.best().load == LEVELS[1]
+
+
+@pytest.mark.parametrize("peak", range(8))
+@pytest.mark.parametrize("start", [None, 0, 3, 7])
+def test_a_throughput_that_falls_with_load_has_its_peak_found_below_the_slo_boundary(peak, start) -> None:
+    # a long-prompt workload past the engine's KV capacity: throughput peaks at ``peak`` and falls heavier (more
+    # slowly than it rose: a peak between two levels measured alike is taken for a plateau, and not looked for)
+    def throughput(i: int) -> float:
+        return 5000.0 - (700.0 * (peak - i) if i <= peak else 400.0 * (i - peak))
+
+    sweep = run(LoadSweep(LEVELS, SLO, start=start), boundary=6, throughput=throughput)
+    expected = min(peak, 6)
+    assert sweep.best().load == LEVELS[expected] and sweep.best().values == [throughput(expected)]
+
+
+class BoundedOnly(LoadSweep):
+    """The sweep without its search for a peak below the boundary."""
+
+    def _toward_peak(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("boundary", range(-1, 8))
+@pytest.mark.parametrize("start", [None, 0, 3, 7])
+def test_a_throughput_that_grows_with_load_costs_no_level_more(boundary, start) -> None:
+    noisy = lambda i: 1000.0 * (i + 1) * (1.0 if i % 2 else 0.98)  # noqa: E731 (noise under FALL: no fall)
+    for throughput in (lambda i: 1000.0 * (i + 1), noisy):
+        plain = run(BoundedOnly(LEVELS, SLO, start=start), boundary, throughput)
+        sweep = run(LoadSweep(LEVELS, SLO, start=start), boundary, throughput)
+        assert list(sweep.measured) == list(plain.measured)

@@ -11,6 +11,11 @@ for one launch and finds its best load there. The levels are the space's loads, 
 - Throughput grows with load too (until the engine saturates): a level's throughput bounds every lighter level's.
   So, for a throughput objective, once the remaining levels cannot beat the study's incumbent (or the trial's own
   best), the sweep stops.
+- Unless it does not: past its KV capacity an engine preempts, and on long prompts its throughput can fall with load
+  (aiconfigurator's tables for Llama on vLLM: 30 of 212 configuration-and-workload pairs peak below their SLO
+  boundary). Once a measured level has clearly less throughput than a lighter one (``FALL``), the bound is off for
+  that launch, and after the boundary is found the best level's unmeasured neighbours are measured while one is
+  better (a hill climb to the peak). A peak between two levels measured alike is taken for a plateau.
 - A level that failed (out of memory at that load, say) is infeasible, as is every heavier one. A level with any
   failed request is a failed level (``autotune.serving.seam.Launch.measure``), of the kind the server log names, so the
   sweep goes lighter; the pruner never judges it (``autotune.search.objective``).
@@ -29,6 +34,7 @@ from autotune.search.ranking import maximized, sign
 from autotune.space.mix import slo_keys
 from autotune.space.schema import Objective, SearchSpace, Workload
 
+FALL = 0.03  # throughput this much lower at a heavier load falls with load (a saturated engine's noise is less)
 MAX_VIOLATION = 1.0  # an SLO missed by more than its own limit counts as much as a failed launch's share
 
 
@@ -112,11 +118,11 @@ class LoadSweep:
         """The index of the level to measure next, or None when the sweep is done."""
         candidates = [i for i in range(self.cap) if i not in self.measured]
         if not self.judged_by_slo:
-            return max(candidates) if candidates and not self._cannot_improve(0, own=False) else None
+            return max(candidates) if candidates and not self._cannot_improve(0, own=False) else self._toward_peak()
         low = max((i for i, r in self.measured.items() if r.feasible), default=-1)
         high = min([i for i, r in self.measured.items() if not r.feasible] + [self.cap])
         if high - low <= 1 or self._cannot_improve(low + 1):
-            return None
+            return self._toward_peak()
         if not self.measured:
             return min(self.start, high - 1) if self.start is not None else high - 1
         if len(self.measured) == 1 and self.start is not None:  # next to where the incumbent's boundary was
@@ -131,7 +137,7 @@ class LoadSweep:
         """No unmeasured level from ``lowest`` up can beat the incumbent (or, with ``own``, the sweep's own best):
         throughput is taken as monotone in load. Without SLOs only the incumbent counts, so every load is measured
         for a configuration that can still lead (and a throughput that falls with load is seen)."""
-        if not self.bounded:
+        if not self.bounded or self._falls():
             return False
         bounds = [r.values[0] for i, r in self.measured.items() if i >= lowest and r.values]
         if not bounds:
@@ -140,6 +146,27 @@ class LoadSweep:
         best = self.best() if own else None
         floors = [v for v in (self.incumbent, best.values[0] if best else None) if v is not None]
         return bool(floors) and ceiling <= max(floors)
+
+    def _toward_peak(self) -> int | None:
+        """An unmeasured feasible neighbour of the best level (lighter first), where a heavier level measured has
+        less throughput than the best: there throughput falls with load (past the engine's KV capacity, on long
+        prompts), so the peak may lie next to the best one, where the bound (throughput taken as growing with
+        load) would never look; else None. Each neighbour that is better moves the search on: a hill climb."""
+        best = self.best()
+        if not self.bounded or best is None:
+            return None
+        index = next(i for i, r in self.measured.items() if r is best)
+        if not self._falls():
+            return None
+        heaviest_feasible = max(i for i, r in self.measured.items() if r.feasible)
+        return next((i for i in (index - 1, index + 1) if 0 <= i <= heaviest_feasible and i not in self.measured),
+                    None)  # fmt: skip
+
+    def _falls(self) -> bool:
+        """Whether a level measured has clearly less throughput than a lighter one (by more than ``FALL``, beyond
+        a saturated engine's noise): throughput does not grow with load here, so it bounds nothing."""
+        values = [r.values[0] for _, r in sorted(self.measured.items()) if r.values]
+        return any(later < (1 - FALL) * earlier for i, earlier in enumerate(values) for later in values[i + 1 :])
 
     def best(self) -> LoadResult | None:
         """The best feasible level measured (first metric, the space's direction; ties: the lighter load)."""
