@@ -148,16 +148,14 @@ class LoadSweep:
         return bool(floors) and ceiling <= max(floors)
 
     def _toward_peak(self) -> int | None:
-        """An unmeasured feasible neighbour of the best level (lighter first), where a heavier level measured has
-        less throughput than the best: there throughput falls with load (past the engine's KV capacity, on long
-        prompts), so the peak may lie next to the best one, where the bound (throughput taken as growing with
-        load) would never look; else None. Each neighbour that is better moves the search on: a hill climb."""
-        best = self.best()
-        if not self.bounded or best is None:
+        """An unmeasured feasible neighbour of the best level (lighter first), where throughput falls with load
+        (``_falls``: past the engine's KV capacity, on long prompts), so the peak may lie next to the best one, where
+        the bound (throughput taken as growing with load) would never look; else None. Each neighbour that is better
+        moves the search on: a hill climb."""
+        best = self._best_measured()
+        if not self.bounded or best is None or not self._falls():
             return None
-        index = next(i for i, r in self.measured.items() if r is best)
-        if not self._falls():
-            return None
+        index = best[0]
         heaviest_feasible = max(i for i, r in self.measured.items() if r.feasible)
         return next((i for i in (index - 1, index + 1) if 0 <= i <= heaviest_feasible and i not in self.measured),
                     None)  # fmt: skip
@@ -170,11 +168,16 @@ class LoadSweep:
 
     def best(self) -> LoadResult | None:
         """The best feasible level measured (first metric, the space's direction; ties: the lighter load)."""
+        best = self._best_measured()
+        return best[1] if best else None
+
+    def _best_measured(self) -> tuple[int, LoadResult] | None:
+        """``best`` with its level's index."""
         feasible = [(i, r) for i, r in self.measured.items() if r.feasible and r.values]
         if not feasible:
             return None
         better = sign(self.objective.metrics[0].direction)
-        return max(feasible, key=lambda item: (better * item[1].values[0], -item[0]))[1]
+        return max(feasible, key=lambda item: (better * item[1].values[0], -item[0]))
 
     def closest(self) -> LoadResult | None:
         """The measured level nearest to feasible (least total SLO violation), for a trial with no feasible level."""
