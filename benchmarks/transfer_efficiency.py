@@ -18,7 +18,7 @@ the same trial budget ``--trials``, the same seed):
 - ``cold``: a study on the second landscape B, from nothing. The anchor.
 - ``warm``: a study on B warm-started from A (``RunOptions.warm_start = (WarmSource(A's storage, A's name),)``, as
   ``study run --warm-start A``): A's rules, out-of-memory failures and measurements copied in, its best three
-  re-measured after the baselines, the warm prior queueing while B's measurements agree with it.
+  re-measured first (the best before the baselines), the warm prior queueing while B's measurements agree with it.
 
 Node-minutes are the studies' own ``node_minutes`` records (launches, benchmarks, failures) of B's trials only: A's
 are a sunk cost (the old tuning was done anyway), so they are counted in neither study B; A's own are printed apart.

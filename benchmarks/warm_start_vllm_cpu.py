@@ -10,7 +10,7 @@ space on another workload ("long": 1024 in / 32 out) runs twice on the real engi
 Both are scored alike: the best total tok/s among the trials that finished within the budget (node-minutes summed in
 trial order), so neither gains from the trial that overran it. Prints per repeat the two bests, the ratio warm / cold
 (the anchor, cold, measured in the same run), whether the warm study launched the learned rule's value again, and
-whether the earlier study's best was the first configuration it measured after its baseline.
+whether the earlier study's best was the first configuration it measured.
 """
 
 from __future__ import annotations
@@ -98,11 +98,11 @@ def main() -> None:
             warm_best, warm_n = best_within(warm, args.budget_min)
             ratios.append(warm_best / cold_best if cold_best else float("inf"))
             relaunched = sum(1 for t in warm if t["params"].get("speculative") == "mtp:1" and t["launched"])
-            after_baseline = [t for t in sorted(warm, key=lambda t: t["number"]) if not t["baseline"]]
-            best_first = bool(after_baseline) and after_baseline[0]["params"] == first_best["params"]
+            launched = [t for t in sorted(warm, key=lambda t: t["number"]) if t["launched"]]
+            best_first = bool(launched) and launched[0]["params"] == first_best["params"]
             print(f"repeat {repeat}: cold best {cold_best:.1f} tok/s ({cold_n} trials), warm best {warm_best:.1f} tok/s "
                   f"({warm_n} trials), ratio warm/cold {ratios[-1]:.2f} within {args.budget_min} node-min; "
-                  f"warm launched mtp:1 {relaunched}x; earlier best measured first after the baseline: {best_first}",
+                  f"warm launched mtp:1 {relaunched}x; earlier best measured first: {best_first}",
                   flush=True)  # fmt: skip
         print(f"median ratio warm / cold within {args.budget_min} node-minutes: {statistics.median(ratios):.2f} "
               f"({args.repeats} repeats)")  # fmt: skip

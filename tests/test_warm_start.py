@@ -196,3 +196,37 @@ def test_an_earlier_out_of_memory_rules_out_more_memory_on_its_version_only(vers
     else:
         assert oom_cap(study, more, 0) == (None, None)  # another version: launched, and learns it again if so
     assert oom_cap(study, less, 0) == (None, None)
+
+
+MIX_SPACE = SPACE.replace(
+    "workload: {dataset: random, input_len: 16, output_len: 16, num_prompts: 8}",
+    "workloads:\n  - {name: chat, dataset: random, input_len: 16, output_len: 16, num_prompts: 8}\n"
+    "  - {name: long, dataset: random, input_len: 64, output_len: 16, num_prompts: 8}",
+)
+
+
+@pytest.mark.parametrize(
+    ("space_text", "best", "order"),
+    [
+        # a:1 is the baseline's own configuration (the first of the others): measured once, as the baseline
+        (SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["a:0", "baseline", "a:2", "a:3"]),
+        (SPACE, {"max_num_seqs": 2, "dtype": "float32"}, ["baseline", "a:1", "a:2", "a:3"]),
+        (MIX_SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["baseline", "a:0", "a:2", "a:3"]),
+    ],
+    ids=["best-first", "best-is-the-baseline", "mix-baselines-first"],
+)
+def test_the_earlier_best_is_measured_before_the_baselines_unless_it_is_one_or_the_space_is_a_mix(
+    space_text, best, order
+) -> None:
+    from autotune.search.trial_queue import FixedConfiguration
+    from autotune.search.warm_start import WarmSnapshot, first_configurations
+
+    space = parse_space(space_text)
+    others = [p for p in CONFIGS if p != best]
+    measurements = [WarmMeasurement(params=p, relative=1.0 - i / 10, source=f"a:{i}")
+                    for i, p in enumerate([best, *others])]  # fmt: skip
+    snap = WarmSnapshot(sources=["a"], rules={}, oom=[], measurements=measurements)
+    baseline = FixedConfiguration({"max_num_seqs": 2, "dtype": "float32"}, records.stored(baseline=True))
+    first = first_configurations(space, snap, [baseline])
+    assert [f.marks.get("warm_of", "baseline") for f in first] == order
+    assert len({str(f.params) for f in first}) == len(first)  # the baseline is not queued twice

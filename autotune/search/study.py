@@ -114,12 +114,11 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     first = study_setup.first_configurations(space, options.n_trials, on_status) if fresh else []
     # read outside the lock (other storages); a study made already keeps what it was started with
     warm = warm_start.snapshot(space, list(options.warm_start)) if fresh and options.warm_start else None
-    if warm is not None:  # the sources' best few, measured again right after the baselines
+    if warm is not None:  # the sources' best few, measured again, with the baselines first
         baselines = [f for f in first if f.marks.get("baseline")]
-        taken = [f.params for f in baselines]
-        warm_first = warm_start.first_configurations(warm, taken)
-        taken += [f.params for f in warm_first]
-        first = baselines + warm_first + [f for f in first[len(baselines) :] if f.params not in taken]
+        lead = warm_start.first_configurations(space, warm, baselines)
+        taken = [f.params for f in lead]
+        first = lead + [f for f in first[len(baselines) :] if f.params not in taken]
     with budget_lock(options.storage, options.name, options.studies_dir):  # workers starting at once: each step once
         described = records.StudyRecord.of(study)
         if warm is not None and described.warm_sources is None and not described.first_queued:

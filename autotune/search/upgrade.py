@@ -1,8 +1,8 @@
 """The re-tune after an engine upgrade (``autotune study upgrade --study OLD --version NEW``): what it starts from.
 
 The new study is the old study's space with the engine's version changed (written beside the new study:
-``studies/NEW/space.yaml``), warm-started from the old study (``autotune.search.warm_start``): its baselines (the
-same defaults) and then the old best are launched first on the new version, so the regression table
+``studies/NEW/space.yaml``), warm-started from the old study (``autotune.search.warm_start``): the old best and
+then its baselines (the same defaults) are launched first on the new version, so the regression table
 (``autotune.evidence.regression``) compares like with like; the old rules are re-checked once on the new version,
 and the search goes on from there.
 """
@@ -83,5 +83,5 @@ def upgraded_space(old_space_path: Path, versions: dict[str, str], out: Path) ->
 
 
 def first_launches(space: SearchSpace) -> int:
-    """How many launches the upgrade makes before its regression table: each engine's baseline, then the old best."""
+    """How many launches the upgrade makes before its regression table: the old best, then each engine's baseline."""
     return len(space.engines) + 1

@@ -6,8 +6,9 @@ worker and every later run sees the same thing and no source storage is opened a
 - **failure knowledge**: their learned rules and out-of-memory failures, tagged with the engine version they were
   learned on (``autotune.search.warm_rules`` applies or re-checks them);
 - **measurements**: every configuration they measured, as a value relative to that study's best. Their best few
-  (``WARM_FIRST``) are queued right after this study's baselines, to be measured again, never copied: the engine or
-  the workload changed. The rest teach the warm prior (``autotune.search.warm_model``), which ranks the space
+  (``WARM_FIRST``) are queued first, to be measured again, never copied: the engine or the workload changed (the
+  best before this study's baselines, the runners-up after them; in a mix, whose values are relative to the
+  baselines' measurements, all after them). The rest teach the warm prior (``autotune.search.warm_model``), which ranks the space
   together with the performance model, and queues the next configuration after each trial while this study's own
   measurements agree with it (its weight, recorded after every trial; under ``TRUST`` the sampler leads alone).
 
@@ -38,7 +39,7 @@ from autotune.search.trial_queue import FixedConfiguration
 from autotune.space.schema import ENGINE_PARAM, FloatParam, SearchSpace
 
 log = logging.getLogger(__name__)
-WARM_FIRST = 3  # the sources' best configurations, measured again first (after this study's baselines)
+WARM_FIRST = 3  # the sources' best configurations, measured again first
 _SUFFIXES = re.compile(r"(-(instruct|chat|it|hf|base))+$")  # a model's variants of one family
 
 
@@ -203,10 +204,16 @@ def in_space(space: SearchSpace, params: dict[str, Any], engine: str | None = No
     return with_engine(space, engine, mapped)
 
 
-def first_configurations(snap: WarmSnapshot, taken: list[dict[str, Any]]) -> list[FixedConfiguration]:
-    """The sources' best configurations to measure again, best first, those in ``taken`` (the baselines) left out."""
+def first_configurations(space: SearchSpace, snap: WarmSnapshot,
+                         baselines: list[FixedConfiguration]) -> list[FixedConfiguration]:  # fmt: skip
+    """The study's first launches: ``baselines`` and the sources' best configurations (not those), to measure again.
+
+    The sources' best is the likeliest optimum here, so it goes before the baselines, the runners-up after them (an
+    upgrade's regression table compares the old best with the baselines: both come first). In a mix all go after the
+    baselines: a mix's values are relative to the first baseline's measurement of each workload.
+    """
     chosen: list[FixedConfiguration] = []
-    seen = list(taken)
+    seen = [b.params for b in baselines]
     for measurement in snap.measurements:
         if len(chosen) >= WARM_FIRST:
             break
@@ -214,7 +221,8 @@ def first_configurations(snap: WarmSnapshot, taken: list[dict[str, Any]]) -> lis
             continue
         seen.append(measurement.params)
         chosen.append(FixedConfiguration(measurement.params, records.stored(warm_of=measurement.source)))
-    return chosen
+    best_leads = not space.is_mix and chosen and chosen[0].params == snap.measurements[0].params
+    return chosen[:1] + baselines + chosen[1:] if best_leads else baselines + chosen
 
 
 def record(study: optuna.Study, snap: WarmSnapshot) -> None:

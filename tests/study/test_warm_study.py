@@ -74,9 +74,9 @@ def test_same_version_applies_the_rule_without_a_launch_and_measures_the_best_fi
     done = run(space, studies, "--study", "b", "--warm-start", "a")
     assert "warm start from a" in done.stderr
     trials = show("b", studies)["trials"]
-    assert trials[0]["baseline"]
-    assert trials[1]["params"] == best_params(first) and trials[1]["warm_of"].startswith("a:")  # the earlier best next
-    assert trials[1]["launched"]  # measured again, not copied
+    assert trials[0]["params"] == best_params(first) and trials[0]["warm_of"].startswith("a:")  # the earlier best
+    assert trials[0]["launched"]  # measured again, not copied
+    assert trials[1]["baseline"]  # then the baseline
     # the rule of the same version: no speculative configuration is launched; the rule rules them out, so the space
     # is exhausted once the three others are measured (a suggested one would be rejected unlaunched)
     tried = speculative(trials)
@@ -125,8 +125,8 @@ def test_upgrade_names_the_slower_configuration_and_drops_the_fixed_rule(earlier
     assert rows["max_num_seqs=32"]["verdict"].startswith("slower") and rows["max_num_seqs=32"]["change"] < -0.5
     assert not rows["baseline"]["verdict"].startswith("slower")
     shown = show("a-0.33.0", studies)
-    # the old baselines and the old best first, on the new version
-    assert shown["trials"][0]["baseline"] and shown["trials"][1]["params"] == best_params(first)
+    # the old best and the old baselines first, on the new version
+    assert shown["trials"][0]["params"] == best_params(first) and shown["trials"][1]["baseline"]
     rechecks = [t for t in shown["trials"] if t["rechecks"] == RULE]
     assert len(rechecks) == 1 and rechecks[0]["failure_kind"] is None
     assert shown["learned_rules"][RULE]["state"].startswith("dropped")
@@ -168,7 +168,7 @@ def test_the_warm_priors_weight_falls_where_the_optimum_moved_and_stays_where_it
     weights = [w["weight"] for w in shown["warm"]["warm_weights"]]
     assert weights[0] == 1.0  # before anything is measured here
     if moved:
-        # the earlier best and runner-up, measured right after the baseline, both come out in the reverse order:
+        # the earlier best and runner-up, measured first (the baseline between them), both come out in the reverse order:
         # the weight falls under TRUST and the warm prior stops leading
         assert weights[-1] < 0.5 and weights == sorted(weights, reverse=True)
         assert shown["warm"]["warm_weights"][-1]["concordant"] == 0
