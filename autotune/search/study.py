@@ -114,7 +114,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     first = study_setup.first_configurations(space, options.n_trials, on_status) if fresh else []
     # read outside the lock (other storages); a study made already keeps what it was started with
     warm = warm_start.snapshot(space, list(options.warm_start)) if fresh and options.warm_start else None
-    if warm is not None:  # the sources' best few, measured again, with the baselines first
+    if warm is not None:  # the sources' best few, measured again, placed among the baselines (warm_start)
         baselines = [f for f in first if f.marks.get("baseline")]
         lead = warm_start.first_configurations(space, warm, baselines)
         taken = [f.params for f in lead]

@@ -8,9 +8,10 @@ worker and every later run sees the same thing and no source storage is opened a
 - **measurements**: every configuration they measured, as a value relative to that study's best. Their best few
   (``WARM_FIRST``) are queued first, to be measured again, never copied: the engine or the workload changed (the
   best before this study's baselines, the runners-up after them; in a mix, whose values are relative to the
-  baselines' measurements, all after them). The rest teach the warm prior (``autotune.search.warm_model``), which ranks the space
-  together with the performance model, and queues the next configuration after each trial while this study's own
-  measurements agree with it (its weight, recorded after every trial; under ``TRUST`` the sampler leads alone).
+  baselines' measurements, all after them). The rest teach the warm prior (``autotune.search.warm_model``), which
+  ranks the space together with the performance model, and queues the next configuration after each trial while
+  this study's own measurements agree with it (its weight, recorded after every trial; under ``TRUST`` the sampler
+  leads alone).
 
 A study's identity (model family, hardware, engine versions) is recorded when it is made, so ``--warm-start auto``
 is a query: every finished study of the storage with the same model family, hardware and engines.
