@@ -46,7 +46,7 @@ def upgrade_command(
     seed: Annotated[int | None, typer.Option(help="seed of the sampler")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Re-tune after an engine upgrade: launch the old study's baselines and best on the new version first, print
+    """Re-tune after an engine upgrade: launch the old study's best and baselines on the new version first, print
     the regression table (old version vs new, per configuration and workload), then go on with the search
     warm-started from the old study (its learned rules are re-checked once on the new version)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -76,7 +76,7 @@ def upgrade_command(
                          n_trials=first, seed=seed, executables=executables, heartbeat_s=settings.heartbeat_s,
                          warm_start=(source,))  # fmt: skip
     console.print(f"upgrade: {old.study_name} → {name} ({', '.join(f'{n} {v}' for n, v in versions.items())}); "
-                  f"first the old baselines and best on the new version", markup=False)  # fmt: skip
+                  f"first the old best and baselines on the new version", markup=False)  # fmt: skip
     prepared = prepare_study(space, space_file, options)
     records.write_study(prepared.study, upgrade_of=old.study_name)
     print_warm(console, prepared.study)
