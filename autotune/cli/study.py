@@ -16,6 +16,7 @@ from rich.table import Table
 from autotune.cli.best_view import print_best
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
+from autotune.cli.trials_table import value_text
 from autotune.cli.warm import WARM_HELP, WARM_STORAGE_HELP, print_warm, warm_sources
 from autotune.cli.workloads_view import (
     mix_fields,
@@ -359,7 +360,7 @@ def best(
     if is_mix_study(study):
         load = ""  # a load per workload: the table below
         metric = f"the mix ({record.mix}) of each workload's {metric} relative to its baseline"
-    print(f"# best: trial {trial.number}, {metric} = {trial.values[0]:.2f}" + (f" at {load}" if load else ""))
+    print(f"# best: trial {trial.number}, {metric} = {value_text(trial.values[0])}" + (f" at {load}" if load else ""))
     print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
     if is_mix_study(study):  # one command for every workload: the table says what it gains and costs on each
         print_mix_best(study, trial, "SIMULATED " if record.simulated is not None else "", port)

@@ -58,6 +58,12 @@ def varying(rows: list[dict]) -> tuple[list[str], dict]:
     return [name for name in names if name not in shared], shared
 
 
+def value_text(value: float) -> str:
+    """A trial's value to read: throughputs to one decimal, small values (a mix's ratio near 1, a latency in
+    seconds) to four significant digits, so that 1.167 and 1.2 stay apart."""
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
 def load_text(load: dict | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (load or {}).items())
 
@@ -95,7 +101,7 @@ def print_trials(console: Console, name: str, rows: list[dict]) -> None:
     table.add_column("node-min", justify="right", no_wrap=True)
     table.add_column("load, parameters that vary", no_wrap=True)
     for r in rows:
-        value = "-" if not r["values"] or r["failure_kind"] else f"{r['values'][0]:.1f}"
+        value = "-" if not r["values"] or r["failure_kind"] else value_text(r["values"][0])
         table.add_row(str(r["number"]), value, _outcome_cell(r), f"{r['node_minutes'] or 0:.1f}", _details(r, names))
     console.print(table)
     console.print(f"one trial in full: `autotune study show --study {name} --trial N`", style="dim")
@@ -105,7 +111,7 @@ def print_trial(console: Console, r: dict, failure_reason: str) -> None:
     """One trial in full: every parameter, its load and value, its outcome and why, each load measured, its cost."""
     console.print(f"trial {r['number']} ({r['state'].lower()}, engine {r['engine'] or '-'})", style="bold")
     items = [("outcome", row_outcome(r)),
-             ("value", "-" if not r["values"] or r["failure_kind"] else ", ".join(f"{v:.2f}" for v in r["values"])),
+             ("value", "-" if not r["values"] or r["failure_kind"] else ", ".join(value_text(v) for v in r["values"])),
              ("load", load_text(r["load"]) or "-"), ("reason", failure_reason),
              ("node-minutes", f"{r['node_minutes'] or 0:.2f}"), ("GPUs", ",".join(r["gpus"] or [])),
              ("GPU MiB before→ready→after", gpu_text(r["gpu_memory_mib"]))]  # fmt: skip
@@ -115,8 +121,23 @@ def print_trial(console: Console, r: dict, failure_reason: str) -> None:
     console.print("parameters:")
     for key, value in r["params"].items():
         console.print(f"  {key}={value}")
+    if r.get("workloads"):  # a mix trial: what each workload gave, relative to the study's baseline of it
+        console.print(f"mix ({r.get('mix') or 'geomean'}) of the workloads:")
+        for w in r["workloads"]:
+            console.print(f"  {w['name']} (weight {w['weight']:g}): {_workload_text(w)}", markup=False)
     console.print("loads measured:" if r["benchmarks"] else "no load measured")
     for level in r["benchmarks"]:
         measured = f"{level['value']:.1f}" if level.get("value") is not None else "-"
         note = level.get("failure_kind") or ("meets the SLOs" if level.get("feasible") else "misses SLO")
-        console.print(f"  load {load_text(level.get('load'))}: {measured}" + (f" ({note})" if note else ""))
+        where = " ".join(part for part in (level.get("workload"), load_text(level.get("load"))) if part) or "-"
+        console.print(f"  {where}: {measured}" + (f" ({note})" if note else ""), markup=False)
+
+
+def _workload_text(w: dict) -> str:
+    if w.get("skipped"):
+        return "skipped (the workloads left could not lift the mix above the best)"
+    if w.get("value") is None:
+        return f"failed ({w['failure_kind']})" if w.get("failure_kind") else "not measured"
+    relative = f" = {w['relative']:.3f}x the baseline's" if w.get("relative") is not None else ""
+    at = f" at {load_text(w['load'])}" if w.get("load") else ""
+    return f"{w['value']:.1f}{relative}{at}" + ("" if w.get("feasible") else " (misses SLO)")

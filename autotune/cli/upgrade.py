@@ -114,9 +114,10 @@ def regression_table(rows: list[RegressionRow], old: str, new: str, versions: di
                   caption=f"change: new vs old in the objective's direction, + = better; ± Welch 95% where "
                   f"both versions have repeats, else beyond ±{SINGLE_RUN_NOISE:.0%} is called")  # fmt: skip
     for column in ("configuration", "role", "workload", "old", "new", "change", "verdict"):
-        # the configuration whole (it is what the table names), the rest wrapped to fit
-        table.add_column(column, justify="right" if column in ("old", "new", "change") else "left",
-                         no_wrap=column == "configuration", min_width=len(column))  # fmt: skip
+        # numbers whole (an 80-column log must not cut them to "42…"); names and verdicts wrapped to fit
+        number = column in ("old", "new", "change")
+        table.add_column(column, justify="right" if number else "left", no_wrap=number, overflow="fold",
+                         min_width=len(column))  # fmt: skip
     for row in rows:
         table.add_row(*rows_text(row))
     return table

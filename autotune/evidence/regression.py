@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict
 
 from autotune import records
 from autotune.evidence.validate import welch_difference
-from autotune.records import StudyRecord
 from autotune.search.ranking import best_trial, maximizes
 from autotune.search.setup import baseline_params
 from autotune.space.schema import ENGINE_PARAM, SearchSpace
@@ -42,35 +41,47 @@ class RegressionRow(BaseModel):
     verdict: str
 
 
-def _measurements(study: optuna.Study, params: dict[str, Any]) -> tuple[list[float], str | None]:
-    """Every value the study measured for ``params`` (its own launches), and its failure where it had no value."""
-    values, failure = [], None
+def _measurements(study: optuna.Study, params: dict[str, Any],
+                  workloads: list[str]) -> tuple[dict[str, list[float]], str | None]:  # fmt: skip
+    """Every value the study measured for ``params`` (its own launches), by workload, and its failure where it had
+    none. A several-workload study's values are each workload's own throughput (``WorkloadRecord.value``), not the
+    mix's, which is relative to the study's own baseline (1 for it on either version, whatever it measured)."""
+    values: dict[str, list[float]] = {name: [] for name in workloads}
+    failure = None
     for trial in study.get_trials(deepcopy=False):
         if trial.params != params or not records.launched(trial) or records.is_duplicate(trial):
             continue
         if records.failure_kind(trial):
             failure = records.failure_kind(trial)
+        elif len(workloads) > 1:
+            for result in records.workload_results(trial):
+                if result.measured and result.name in values:
+                    values[result.name].append(result.value)
         elif trial.values:
-            values.append(trial.values[0])
-    return values, (None if values else failure)
+            values[workloads[0]].append(trial.values[0])
+    return values, (None if any(values.values()) else failure)
 
 
-def _label(params: dict[str, Any], baseline: dict[str, Any]) -> str:
+def _label(params: dict[str, Any], baseline: dict[str, Any], engines: int) -> str:
     changed = [f"{name}={value}" for name, value in params.items() if baseline.get(name) != value]
+    if engines > 1 and ENGINE_PARAM in params:  # which engine's baseline, or which engine the old best ran
+        changed = [f"{ENGINE_PARAM}={params[ENGINE_PARAM]}", *(c for c in changed if not c.startswith(ENGINE_PARAM))]
+        return ", ".join(changed) if len(changed) > 1 else f"baseline ({params[ENGINE_PARAM]})"
     return ", ".join(changed) or "baseline"
 
 
-def workload_text(record: StudyRecord) -> str:
-    """The study's workload in a few words (dataset, lengths)."""
-    workload = record.workload or {}
+def workload_text(space: SearchSpace) -> str:
+    """A one-workload space's workload in a few words (dataset, lengths)."""
+    workload = space.mix_workloads()[0].model_dump()
     lengths = "/".join(str(workload[k]) for k in ("input_len", "output_len") if workload.get(k) is not None)
     return " ".join(str(part) for part in (workload.get("dataset", "workload"), lengths) if part)
 
 
 def regression_rows(old: optuna.Study, new: optuna.Study, space: SearchSpace) -> list[RegressionRow]:
-    """The old baselines and the old best, each as the old study measured it and as the new one did."""
+    """The old baselines and the old best, each as the old study measured it and as the new one did: one row per
+    configuration and workload (each of a several-workload space's, by name)."""
     better = 1 if maximizes(old) else -1
-    workload = workload_text(StudyRecord.of(new))
+    workloads = [w.name for w in space.mix_workloads()] if space.is_mix else [workload_text(space)]
     compared: list[tuple[str, dict[str, Any]]] = [("baseline", baseline_params(space, e)) for e in space.engines]
     incumbent = best_trial(old)
     if incumbent is not None and incumbent.params not in [p for _, p in compared]:
@@ -78,9 +89,10 @@ def regression_rows(old: optuna.Study, new: optuna.Study, space: SearchSpace) ->
     rows = []
     for role, params in compared:
         baseline = baseline_params(space, params.get(ENGINE_PARAM, next(iter(space.engines))))
-        before, _ = _measurements(old, params)
-        after, failure = _measurements(new, params)
-        rows.append(_row(_label(params, baseline), role, workload, before, after, failure, better))
+        label = _label(params, baseline, len(space.engines))
+        before, _ = _measurements(old, params, workloads)
+        after, failure = _measurements(new, params, workloads)
+        rows += [_row(label, role, name, before[name], after[name], failure, better) for name in workloads]
     return rows
 
 

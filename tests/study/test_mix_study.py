@@ -68,6 +68,14 @@ def test_every_launch_is_measured_on_each_workload_and_valued_by_their_mix(tmp_p
     baseline, tuned = trials
     assert baseline["values"] == [1.0]
     assert all(w["relative"] > 1.2 for w in tuned["workloads"])  # 8 streams at once instead of 2, on both
+    # the value printed is named as what it is (a mix of ratios, not a throughput), to more than one decimal
+    assert f"best: trial {tuned['number']}, the mix (geomean) of each workload's total_token_throughput relative to " \
+        f"its baseline = {tuned['values'][0]:.4g}" in done.stdout  # fmt: skip
+    one = autotune("study", "show", "--study", "mix", "--trial", str(tuned["number"]), studies=studies).stdout
+    chat, long = ({w["name"]: w for w in tuned["workloads"]}[name] for name in ("chat", "long"))
+    assert f"  chat (weight 1): {chat['value']:.1f} = {chat['relative']:.3f}x the baseline's at max_concurrency=" in one
+    assert f"  long (weight 1): {long['value']:.1f} = {long['relative']:.3f}x" in one
+    assert sum(line.startswith("  long max_concurrency=") for line in one.splitlines()) == len(loads["long"])
     best = autotune("study", "best", "--study", "mix", studies=studies)
     assert best.returncode == 0, best.stderr
     assert "--max-num-seqs 8" in best.stdout and "baseline vs the mix's best" in best.stdout
