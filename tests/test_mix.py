@@ -154,6 +154,28 @@ def test_validate_measures_a_mix_studys_own_workloads_each_at_its_chosen_load(tm
     assert contender.workload(suite[1], 1).input_len == 8000 and contender.workload(suite[1], 1).seed == 1
 
 
+def test_validate_judges_each_workload_by_its_own_slo(tmp_path) -> None:
+    """rag has its own SLO (p99 TTFT ≤ 3000 ms), chat the objective's (p99 TPOT ≤ 80 ms): each row is judged by its
+    workload's, and the plan line names both."""
+    from autotune.cli.validate import slo_text
+    from autotune.evidence.validate import Contender, study_suite, validate
+
+    path = space_file(tmp_path, TWO)
+    path.write_text(
+        path.read_text().replace("model: deepseek-ai/DeepSeek-V3.2}", "model: deepseek-ai/DeepSeek-V3.2, tp: 8}")
+    )
+    space = load_space(path)
+    suite = study_suite(space)
+    contender = Contender(space.default_point("vllm").server, {}, "trial 0",
+                          {"chat": {"max_concurrency": 16}, "rag": {"max_concurrency": 4}})  # fmt: skip
+    rows = {row["workload"]: row for row in validate(space, contender, {"candidate": contender}, suite, 2, tmp_path)}
+    assert rows["chat"]["slo"] == {"p99_tpot_ms": 80} and rows["rag"]["slo"] == {"p99_ttft_ms": 3000}
+    rag_ttft = rows["rag"]["reference_p99_ttft_ms"]
+    assert set(rows["rag"]["reference_slo_misses"]) == ({"p99_ttft_ms"} if rag_ttft > 3000 else set())
+    assert "candidate_p99_tpot_ms" not in rows["rag"] and "candidate_p99_ttft_ms" not in rows["chat"]
+    assert slo_text(suite, space.objective) == "chat: p99_tpot_ms ≤ 80; rag: p99_ttft_ms ≤ 3000"
+
+
 def test_init_writes_several_workloads_and_the_seed_suite_scaled_to_the_context(tmp_path) -> None:
     from autotune.space.init import Request, write_space
 

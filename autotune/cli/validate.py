@@ -35,6 +35,7 @@ from autotune.evidence.validate import (
     seed_suite,
     study_suite,
     validate,
+    workload_slo,
 )
 from autotune.search.ranking import best_of, best_trial, maximizes
 from autotune.settings import Settings
@@ -68,11 +69,12 @@ def validate_command(
     confidence: Annotated[float, typer.Option(help="interval confidence: 0.95 or 0.99")] = 0.95,
     as_json: JsonOpt = False,
 ) -> None:
-    """Measure the reference and the candidate with repeats on six workloads: the space's own, then random prompts of
-    128/4, 2000/100, 4000/200, 32000/100 and 1000/2000 input/output tokens (shortened to fit the context; prompt
-    counts scaled by the space's num_prompts / 1000). Each configuration is measured at the load its study chose for
-    it (its max_concurrency / request_rate), and the study's SLOs are judged on the means: a miss is shown. Prints a
-    table with intervals, marking gains within noise, and saves studies/NAME/validate.json."""
+    """Measure the reference and the candidate with repeats on the study's workloads where its space has several;
+    else on six: the space's own, then random prompts of 128/4, 2000/100, 4000/200, 32000/100 and 1000/2000
+    input/output tokens (shortened to fit the context; prompt counts scaled by the space's num_prompts / 1000).
+    Each configuration is measured at the load its study chose for it on each workload (its max_concurrency /
+    request_rate), and the SLOs (a workload's own, else the study's) are judged on the means: a miss is shown.
+    Prints a table with intervals, marking gains within noise, and saves studies/NAME/validate.json."""
     if confidence not in CONFIDENCES:
         raise UsageError(f"--confidence {confidence}: expected one of {', '.join(map(str, CONFIDENCES))}")
     study = load_study(study_name, storage)
@@ -91,14 +93,16 @@ def validate_command(
         datasets.check(named.workload)
     objective = _objective(study, space)
     console = Console(stderr=True)
-    console.print(_plan(contenders, objective, len(suite), repeats), highlight=False, soft_wrap=True)
+    slo = slo_text(suite, objective)
+    console.print(_plan(contenders, slo, len(suite), repeats), highlight=False, soft_wrap=True)
     workdir = Settings().studies_dir / name / "validate"
     with _progress(console) as on_step:
         rows = validate(space, contenders["reference"], {"candidate": contenders["candidate"]}, suite, repeats,
                         workdir, confidence, on_step, objective)  # fmt: skip
     (Settings().studies_dir / name).mkdir(parents=True, exist_ok=True)
     record = {"study": name, "simulated": space.simulate is not None, "repeats": repeats,
-              "metric": objective.metrics[0].name, "slo": dict(objective.slo)}  # fmt: skip
+              "metric": objective.metrics[0].name, "slo": dict(objective.slo),
+              "workload_slo": {named.name: workload_slo(named, objective) for named in suite}}  # fmt: skip
     for label, contender in contenders.items():
         record |= {
             label: contender.config.knobs(),
@@ -110,14 +114,21 @@ def validate_command(
     if as_json:
         print(json.dumps(record, indent=1, default=str))
         return
-    table = _table(rows, "SIMULATED " if space.simulate else "", confidence, contenders, objective)
+    table = _table(rows, "SIMULATED " if space.simulate else "", confidence, contenders, objective, slo)
     Console(width=max(Console().width, 140)).print(table)
 
 
-def _plan(contenders: dict[str, Contender], objective: Objective, workloads: int, repeats: int) -> str:
+def slo_text(suite: list[NamedWorkload], objective: Objective) -> str:
+    """The SLOs the suite is judged by: the objective's, or each workload's where one has its own."""
+    if all(named.workload.slo is None for named in suite):
+        return ", ".join(f"{metric} ≤ {limit:g}" for metric, limit in objective.slo.items()) or "none"
+    return "; ".join(f"{named.name}: " + (", ".join(f"{m} ≤ {limit:g}" for m, limit in slo.items()) or "none")
+                     for named in suite for slo in [workload_slo(named, objective)])  # fmt: skip
+
+
+def _plan(contenders: dict[str, Contender], slo: str, workloads: int, repeats: int) -> str:
     """One line: what is compared, at which loads, under which SLOs, and how many measurements that takes."""
     sides = ", ".join(f"{label} {c.source} at {_loads_text(c)}" for label, c in contenders.items())
-    slo = ", ".join(f"{metric} ≤ {limit:g}" for metric, limit in objective.slo.items()) or "none"
     return (f"validate: {sides}; SLOs: {slo}; {workloads} workload(s) × {repeats} repeats × {len(contenders)} "
             f"configurations")  # fmt: skip
 
@@ -194,14 +205,16 @@ def _workloads(path: Path) -> list[NamedWorkload]:
 
 
 def _table(rows: list[dict], simulated: str, confidence: float, contenders: dict[str, Contender],
-           objective: Objective) -> Table:  # fmt: skip
+           objective: Objective, slo: str) -> Table:  # fmt: skip
     metric = objective.metrics[0].name
-    latency = next(iter(objective.slo), "mean_tpot_ms")  # the first SLO's metric, else mean TPOT
+    # the first SLO's metric that every row has (workloads may have SLOs of their own), else mean TPOT
+    latency = next(
+        (m for m in (rows[0]["slo"] if rows else {}) if all(m in row["slo"] for row in rows)), "mean_tpot_ms"
+    )
     short = {"total_token_throughput": "tok/s", "output_throughput": "output tok/s"}.get(metric, metric)
     title = f"{simulated}reference vs candidate: {short} and {latency} (mean ± {confidence:.0%} interval)"
     caption = "; ".join(f"{label}: {c.source} at {_loads_text(c)}" for label, c in contenders.items())
-    slo = ", ".join(f"{m} ≤ {limit:g}" for m, limit in objective.slo.items())
-    table = Table(title=title, caption=f"{caption}; SLOs: {slo or 'none'}")
+    table = Table(title=title, caption=f"{caption}; SLOs: {slo}")
     for column in ("workload", f"reference {short}", latency, f"candidate {short}", latency, "gain", "verdict", "SLOs"):
         table.add_column(column, justify="left" if column in ("workload", "verdict", "SLOs") else "right")
     for row in rows:

@@ -203,23 +203,28 @@ def validate(space: SearchSpace, reference: Contender, candidates: dict[str, Con
             results = measure(space, contender, suite, repeat, workdir / f"{index}-{repeat}", step)
             for name, result in results.items():
                 samples.setdefault((label, name), []).append(result)
-    return [_row(label, nw.name, samples[("reference", nw.name)], samples[(label, nw.name)], confidence, objective)
+    return [_row(label, nw, samples[("reference", nw.name)], samples[(label, nw.name)], confidence, objective)
             for label in candidates for nw in suite]  # fmt: skip
 
 
-def _row(candidate: str, workload: str, reference: list[BenchmarkResult], measured: list[BenchmarkResult],
+def workload_slo(named: NamedWorkload, objective: Objective) -> dict[str, float]:
+    """The SLOs a workload is judged by: its own (a several-workload space's may have them), else the objective's."""
+    return dict(named.workload.slo) if named.workload.slo is not None else dict(objective.slo)
+
+
+def _row(candidate: str, named: NamedWorkload, reference: list[BenchmarkResult], measured: list[BenchmarkResult],
          confidence: float, objective: Objective) -> dict:  # fmt: skip
-    metric = objective.metrics[0]
-    row: dict = {"candidate": candidate, "workload": workload, "repeats": len(reference), "confidence": confidence,
-                 "metric": metric.name, "direction": metric.direction, "slo": dict(objective.slo)}  # fmt: skip
-    shown = dict.fromkeys((*METRICS, metric.name, *objective.slo))
+    metric, slo = objective.metrics[0], workload_slo(named, objective)
+    row: dict = {"candidate": candidate, "workload": named.name, "repeats": len(reference), "confidence": confidence,
+                 "metric": metric.name, "direction": metric.direction, "slo": slo}  # fmt: skip
+    shown = dict.fromkeys((*METRICS, metric.name, *slo))
     for label, results in (("reference", reference), ("candidate", measured)):
         for name in shown:
             values = [r.metric(name) for r in results if r.completed and r.metric(name) is not None]
             mean, half = mean_interval(values, confidence) if values else (math.nan, math.inf)
             row[f"{label}_{name}"], row[f"{label}_{name}_ci"] = mean, half
         row[f"{label}_failed"] = sum(r.failed or 0 for r in results)
-        row[f"{label}_slo_misses"] = slo_misses({m: row[f"{label}_{m}"] for m in objective.slo}, objective.slo)
+        row[f"{label}_slo_misses"] = slo_misses({m: row[f"{label}_{m}"] for m in slo}, slo)
     row["slo_met"] = not (row["reference_slo_misses"] or row["candidate_slo_misses"])
     a = [_or_nan(r.metric(metric.name)) for r in reference]
     b = [_or_nan(r.metric(metric.name)) for r in measured]
