@@ -21,7 +21,7 @@ from optuna.artifacts import FileSystemArtifactStore
 
 from autotune import records
 from autotune.engines import Engine
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, UsageError
 from autotune.search import budget, calibration, names, warm_model, warm_start
 from autotune.search import setup as study_setup
 from autotune.search.backends import engine_for
@@ -111,6 +111,10 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
     part-way leaves a study the next run finishes) and its budget set or raised (``--more`` adds once per run)."""
     study = study_setup.open_study(space, options.name, storage, make_sampler(space, options.seed), make_pruner(space))
     fresh = not study_setup.first_queued(study)
+    if not fresh and options.warm_start and records.StudyRecord.of(study).warm_sources is None:
+        raise UsageError(f"--warm-start: study {options.name!r} was made already, without a warm start, and a warm "
+                         "start is taken when a study is made; fix: drop --warm-start to go on with it, or give a "
+                         "new --study name")  # fmt: skip
     first = study_setup.first_configurations(space, options.n_trials, on_status) if fresh else []
     # read outside the lock (other storages); a study made already keeps what it was started with
     warm = warm_start.snapshot(space, list(options.warm_start)) if fresh and options.warm_start else None
@@ -158,7 +162,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
 
     Raises:
         AutotuneError: an engine executable is missing, every configuration breaks a rule, the storage cannot be
-            opened, or the study was made with another space.
+            opened, or the study was made with another space (or without the warm start asked now).
     """
     check_dataset(space, space_path)
     for engine in space.engines if space.simulate is None else ():  # the simulator runs instead

@@ -147,6 +147,10 @@ def test_upgrade_refuses_bad_input_with_the_fix(earlier, tmp_path) -> None:
     assert empty.returncode != 0 or "timeout" in empty.stderr
     none = autotune("study", "upgrade", "--study", "empty", "--version", "0.33.0", studies=studies)
     assert none.returncode == 2 and "no finished, measured trial" in none.stderr
+    # a warm start is taken when a study is made: asked of one made cold, it is refused, not silently dropped
+    late = autotune("study", "run", str(space_file(tmp_path)), "--study", "empty", "--warm-start", "a",
+                    "--executable", ENGINE, studies=studies)  # fmt: skip
+    assert late.returncode == 2 and "'empty' was made already, without a warm start" in late.stderr
     itself = autotune("study", "run", str(space_file(tmp_path)), "--study", "a", "--warm-start", "a", studies=studies)
     assert itself.returncode == 2 and "cannot start from itself" in itself.stderr
     missing = autotune("study", "run", str(space_file(tmp_path)), "--study", "z", "--warm-start", "nope",
