@@ -93,8 +93,12 @@ def test_a_local_config_json_is_read_and_named_as_the_source(tmp_path) -> None:
 
 
 def test_sharegpt_workload_and_the_simulate_section() -> None:
-    _, _, space = written("deepseek-ai/DeepSeek-V3.2", workload="sharegpt", simulate=True)
-    assert space.workload.dataset == "sharegpt" and space.workload.path
+    _, _, space = written("deepseek-ai/DeepSeek-V3.2", workload="sharegpt")
+    assert space.workload.dataset == "sharegpt" and space.workload.path and space.simulate is None
+    # simulated, ShareGPT is random prompts of its mean lengths: the file a user must fetch is not needed to try it
+    text, _, space = written("deepseek-ai/DeepSeek-V3.2", workload="sharegpt", simulate=True)
+    assert (space.workload.dataset, space.workload.input_len, space.workload.output_len) == ("random", 219, 197)
+    assert "SIMULATED: ShareGPT is random prompts of its mean lengths" in text
     assert space.simulate is not None and space.simulate.mode == "direct"
 
 

@@ -14,7 +14,7 @@ from autotune.errors import SpaceError, UsageError
 from autotune.records import LoadRecord, TrialRecord, WorkloadRecord
 from autotune.search import mix, setup
 from autotune.search.mix import Share
-from autotune.space.files import load_space
+from autotune.space.files import check_dataset, load_space
 from tests.conftest import local_llama
 
 SPACE = """
@@ -189,6 +189,11 @@ def test_init_writes_several_workloads_and_the_seed_suite_scaled_to_the_context(
     assert [(w.name, w.dataset, w.input_len) for w in two][1] == ("random-8000-300", "random", 8000)
     six = written(seed_suite=True)
     assert [w.name for w in six] == ["sharegpt", "very-long", "long", "medium", "short", "generation-heavy"]
+    assert six[0].dataset == "sharegpt" and "# ShareGPT: download" in (tmp_path / "space.yaml").read_text()
+    # simulated, ShareGPT is its mean lengths (the simulator needs no file): the space runs as written
+    simulated = written(seed_suite=True, simulate=True)
+    assert (simulated[0].dataset, simulated[0].input_len, simulated[0].output_len) == ("random", 219, 197)
+    check_dataset(load_space(tmp_path / "space.yaml"), tmp_path / "space.yaml")
     assert [(w.input_len, w.output_len) for w in six[1:]] == [(32000, 100), (4000, 200), (2000, 100), (128, 4),
                                                               (1000, 2000)]  # fmt: skip
     model = local_llama(tmp_path / "small-context", 8192)

@@ -16,7 +16,7 @@ from autotune.config import Hardware, ServerConfig
 from autotune.engines import ENGINES, Engine, InitDefaults, get_engine
 from autotune.engines.models import ModelInfo, known_models, resolve_model
 from autotune.errors import UnsupportedConfig, UsageError
-from autotune.space.schema import Objective
+from autotune.space.schema import SHAREGPT_LIKE, Objective
 
 # Weights may take at most this share of a GPU in a layout offered as a default: the rest is KV cache and
 # activations, without which a server starts but serves a handful of requests at a time.
@@ -95,9 +95,10 @@ def write_space(request: Request) -> str:
     _shared_params(out, info, need)
     out.blank()
     if len(named) > 1:
-        _workloads_section(out, named)
+        _workloads_section(out, named, request.simulate)
     else:
-        _workload_section(out, workload, request.workloads[0] if request.workloads else request.workload)
+        _workload_section(out, workload, request.workloads[0] if request.workloads else request.workload,
+                          request.simulate)  # fmt: skip
     out.blank()
     out.line("objective:")
     out.line("  metrics: [{name: total_token_throughput, direction: maximize}]")
@@ -126,7 +127,10 @@ def _source(info: ModelInfo, model: str) -> str:
     return f"{model}/config.json" if info.source == "config.json" else "autotune's built-in profile"
 
 
-def _workload(spec: str) -> tuple[dict, int]:
+def _workload(spec: str, simulate: bool) -> tuple[dict, int]:
+    if spec == "sharegpt" and simulate:  # the simulator needs its lengths, not its file (which a user must fetch)
+        like = SHAREGPT_LIKE.model_dump(include={"dataset", "input_len", "output_len", "range_ratio", "num_prompts"})
+        return like, 4096
     if spec == "sharegpt":
         return {"dataset": "sharegpt", "path": _SHAREGPT, "num_prompts": 1000, "ignore_eos": False}, 4096
     parts = spec.split(":")
@@ -150,12 +154,12 @@ def _named_workloads(request: Request, info: ModelInfo) -> list[tuple[str, dict,
                          "or --workload (repeatable) for your own")  # fmt: skip
     if not request.seed_suite:
         specs = request.workloads or (request.workload,)
-        named = [(_workload_name(spec), *_workload(spec)) for spec in specs]
+        named = [(_workload_name(spec), *_workload(spec, request.simulate)) for spec in specs]
         if len({name for name, _, _ in named}) < len(named):
             raise UsageError(f"--workload given twice the same ({', '.join(specs)}); fix: give each once")
         return named
     scale = min(1.0, info.max_positions / (32000 + 100)) if info.max_positions else 1.0
-    suite = [("sharegpt", *_workload("sharegpt"))]
+    suite = [("sharegpt", *_workload("sharegpt", request.simulate))]
     for name, input_len, output_len, count in SEED_WORKLOADS:
         fields = {"dataset": "random", "input_len": max(1, round(input_len * scale)),
                   "output_len": max(2, round(output_len * scale)), "num_prompts": count, "ignore_eos": True}  # fmt: skip
@@ -167,9 +171,11 @@ def _workload_name(spec: str) -> str:
     return spec.replace(":", "-")
 
 
-def _workloads_section(out: _Writer, named: list[tuple[str, dict, int]]) -> None:
+def _workloads_section(out: _Writer, named: list[tuple[str, dict, int]], simulate: bool) -> None:
     out.comment("Each launch is measured on every workload (each with its own load sweep); the trial's value is their")
     out.comment("mix: the weighted geometric mean of each one's throughput relative to the baseline's (objective.mix).")
+    if "sharegpt" in [name for name, _, _ in named]:
+        _sharegpt_comment(out, simulate)
     out.line("workloads:")
     for name, workload, _ in named:
         fields = {"name": name, "weight": 1} | workload | {"seed": 42}
@@ -271,9 +277,18 @@ def _shared_params(out: _Writer, info: ModelInfo, need: int) -> None:
              "the load: swept on each launched server, not a launch knob")  # fmt: skip
 
 
-def _workload_section(out: _Writer, workload: dict, spec: str) -> None:
-    if workload["dataset"] == "sharegpt":
+def _sharegpt_comment(out: _Writer, simulate: bool) -> None:
+    if simulate:
+        out.comment(f"SIMULATED: ShareGPT is random prompts of its mean lengths ({SHAREGPT_LIKE.input_len} in, "
+                    f"{SHAREGPT_LIKE.output_len} out); for the engines, download")  # fmt: skip
+        out.comment(f"{_SHAREGPT} and write dataset: sharegpt, path: {_SHAREGPT}.")
+    else:
         out.comment(f"ShareGPT: download {_SHAREGPT} and give its path (relative to where you run autotune).")
+
+
+def _workload_section(out: _Writer, workload: dict, spec: str, simulate: bool) -> None:
+    if spec == "sharegpt":
+        _sharegpt_comment(out, simulate)
     else:
         out.comment(f"Random prompts of {workload['input_len']} tokens in and {workload['output_len']} out ({spec}).")
     out.line("workload:")

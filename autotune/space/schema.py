@@ -144,6 +144,11 @@ class Workload(_Strict):
         return headers
 
 
+# ShareGPT at the seed study's mean lengths (219,111 input and ~197,000 output tokens over its 1000 prompts): random
+# prompts of these lengths stand in for ShareGPT where its file is not needed (a simulated study, the search lab)
+SHAREGPT_LIKE = Workload(dataset="random", input_len=219, output_len=197, range_ratio=0.9, num_prompts=1000, seed=42)
+
+
 class ObjectiveMetric(_Strict):
     name: ThroughputMetric | LatencyMetric
     direction: Literal["maximize", "minimize"] = "maximize"

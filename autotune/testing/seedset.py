@@ -20,7 +20,7 @@ from autotune.errors import StartupFailure
 from autotune.sim.analytic import analytic_profile
 from autotune.sim.direct import simulate
 from autotune.sim.words import word_tokenizer
-from autotune.space.schema import Workload
+from autotune.space.schema import SHAREGPT_LIKE
 from autotune.testing.sim import H200X8, V32
 
 SEED_NODE = H200X8  # the seed study's node
@@ -75,7 +75,6 @@ SEED_CONFIGS: dict[tuple[str, str], dict] = {
     ("trtllm", "TP+EP"): {**_TRTLLM, "ep": 8, "pp": 1},
     ("trtllm", "DeepGEMM off"): {**_TRTLLM, "ep": 8, "pp": 1, "deep_gemm": False},
 }
-SHAREGPT_LIKE = Workload(dataset="random", input_len=219, output_len=197, range_ratio=0.9, num_prompts=1000, seed=42)
 
 
 @dataclass(frozen=True)
