@@ -179,6 +179,22 @@ def test_a_rule_of_another_version_is_to_re_check_and_one_of_this_version_applie
     assert not warm_rules.needs_recheck(record, own)
 
 
+@pytest.mark.parametrize(("failure", "state"), [(None, "dropped"), ("crash", "holds"), ("oom", "to re-check")])
+def test_a_re_check_holds_the_rule_only_if_it_fails_the_same_way(failure, state) -> None:
+    """The rule was learned from a crash on 0.32.0: on 0.33.0 its re-check serving drops it, crashing again keeps
+    it, and running out of memory says nothing of it: the next trial that breaks it re-checks it."""
+    record = StudyRecord(identity=StudyIdentity(engines={"vllm": "0.33.0"}), rechecks={"learned:p=1": 4})
+    older = LearnedRule(param="p", value=1, kind="crash", reason="", trial=0, inherited_from="a:0", engine="vllm",
+                        engine_version="0.32.0")  # fmt: skip
+    checker = optuna.trial.create_trial(value=1.0 if failure is None else 0.0, params={"p": 1},
+                                        distributions={"p": optuna.distributions.CategoricalDistribution([1])},
+                                        user_attrs=records.stored(launched=True, **({"failure_kind": failure}
+                                                                                     if failure else {})))  # fmt: skip
+    found = warm_rules.rule_state(record, "learned:p=1", older, {4: checker})
+    assert found.text.startswith(state) and found.dropped == (state == "dropped")
+    assert found.claimable == (state == "to re-check")
+
+
 @pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
 def test_an_earlier_out_of_memory_rules_out_more_memory_on_its_version_only(version) -> None:
     from autotune.config import ServerConfig

@@ -5,9 +5,10 @@ version it was learned on (``autotune.search.warm_start`` copies them into the n
   out, by dominance (``autotune.search.learning.oom_cap``), what needs at least as much memory.
 - **Another version**: an upgrade may have fixed it, so a rule is re-checked once. The first trial that would break
   it claims the re-check (``rechecks:<rule>`` in the study, ``rechecks`` in the trial) and launches; while it runs,
-  the rule holds for the others. If that launch fails, the rule holds again (a failure that names the same value is
-  learned again, now on this version: ``learning.learn``); if it serves, the rule is dropped. A claim whose trial
-  never launched (another rule or a duplicate stopped it) passes to the next trial that would break the rule. An
+  the rule holds for the others. If that launch fails the same way (the rule's failure kind), the rule holds again
+  (a failure that names the same value is learned again, now on this version: ``learning.learn``); if it serves,
+  the rule is dropped. A claim whose trial never launched (another rule or a duplicate stopped it), or failed
+  another way (out of memory, say: that says nothing of the rule), passes to the next trial that would break it. An
   out-of-memory failure of another version is not applied: memory use changes between versions, and the first
   launch that needs as much memory learns it again here.
 """
@@ -67,9 +68,12 @@ def rule_state(record: StudyRecord, name: str, rule: LearnedRule, trials: Mappin
         return RuleState(f"being re-checked by trial {number}" + origin)
     if checker.state == TrialState.FAIL or not records.launched(checker):  # a bug of ours, or never launched
         return RuleState(f"to re-check (trial {number} did not launch)" + origin, claimable=True)
-    if records.failure_kind(checker) is None:  # it served (a pruned launch served too: it was only slow)
+    failed = records.failure_kind(checker)
+    if failed is None:  # it served (a pruned launch served too: it was only slow)
         return RuleState(f"dropped: trial {number} served on this version" + origin, dropped=True)
-    return RuleState(f"holds: trial {number} failed again ({records.failure_kind(checker)})" + origin)
+    if failed != rule.kind:  # out of memory, say, before it could show whether the rule's value serves now
+        return RuleState(f"to re-check (trial {number} failed another way: {failed})" + origin, claimable=True)
+    return RuleState(f"holds: trial {number} failed again ({failed})" + origin)
 
 
 def claim(study: optuna.Study, trial: optuna.Trial, name: str) -> None:
