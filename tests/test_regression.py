@@ -54,3 +54,16 @@ def test_a_one_workload_upgrade_has_one_row_per_configuration(tmp_path) -> None:
         ("vllm.max_num_seqs=256", "random 2000/100", [200.0], [90.0]),
     ]
     assert rows[1].verdict.startswith("slower")
+
+
+def test_a_several_engine_upgrade_names_each_rows_engine(tmp_path) -> None:
+    from tests.conftest import SPACES
+
+    space = load_space(SPACES / "quickstart.yaml")
+    baselines = [baseline_params(space, engine) for engine in space.engines]
+    best = {**baselines[1], "sglang.max_num_seqs" if "sglang.max_num_seqs" in baselines[1] else "max_num_seqs": 256}
+    old = _study([(p, 100.0, {}) for p in baselines] + [(best, 200.0, {})])
+    rows = regression_rows(old, _study([]), space)
+    assert [r.configuration for r in rows[:3]] == [f"baseline ({engine})" for engine in space.engines]
+    assert rows[3].role == "old best" and rows[3].configuration.startswith("engine=sglang, ")
+    assert all(r.verdict == "not measured on both versions" for r in rows)
