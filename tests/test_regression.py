@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import optuna
@@ -67,3 +68,19 @@ def test_a_several_engine_upgrade_names_each_rows_engine(tmp_path) -> None:
     assert [r.configuration for r in rows[:3]] == [f"baseline ({engine})" for engine in space.engines]
     assert rows[3].role == "old best" and rows[3].configuration.startswith("engine=sglang, ")
     assert all(r.verdict == "not measured on both versions" for r in rows)
+
+
+def test_the_table_keeps_numbers_and_verdicts_whole_at_80_columns() -> None:
+    from rich.console import Console
+
+    from autotune.cli.upgrade import regression_table
+    from autotune.evidence.regression import RegressionRow
+
+    row = RegressionRow(configuration="sglang.layout=tp=8,dp=8,dp_attention=True,ep=8, max_num_batched_tokens=16384",
+                        role="old best", workload="generation-heavy", old=[4213.5], new=[2106.2], change=-0.5,
+                        verdict="slower (1 run each)")  # fmt: skip
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(regression_table([row], "a", "b", {"sglang": "0.5.16"}))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "4213.5" in text and "2106.2" in text and "-50.0%" in text and "slower" in text and "old best:" in text

@@ -113,11 +113,14 @@ def regression_table(rows: list[RegressionRow], old: str, new: str, versions: di
     table = Table(title=f"regression: {old} (old) vs {new} ({', '.join(f'{n} {v}' for n, v in versions.items())})",
                   caption=f"change: new vs old in the objective's direction, + = better; ± Welch 95% where "
                   f"both versions have repeats, else beyond ±{SINGLE_RUN_NOISE:.0%} is called")  # fmt: skip
-    for column in ("configuration", "role", "workload", "old", "new", "change", "verdict"):
-        # numbers whole (an 80-column log must not cut them to "42…"); names and verdicts wrapped to fit
+    # numbers whole (an 80-column log must not cut them to "42…"); names and verdicts fold to fit
+    for column in ("configuration", "workload", "old", "new", "change", "verdict"):
         number = column in ("old", "new", "change")
         table.add_column(column, justify="right" if number else "left", no_wrap=number, overflow="fold",
-                         min_width=len(column))  # fmt: skip
+                         ratio=None if number else 2 if column == "configuration" else 1,
+                         min_width=len(column) if number else 8)  # fmt: skip
     for row in rows:
-        table.add_row(*rows_text(row))
+        configuration, _, workload, *cells = rows_text(row)
+        named = configuration if row.role == "baseline" else f"{row.role}: {configuration}"
+        table.add_row(named, workload, *cells)
     return table
