@@ -123,3 +123,22 @@ def test_a_six_workload_simulated_deepseek_study_prints_the_seed_table(tmp_path,
     for trial in stopped:  # a launch stopped early never leads: its value is at most its bound, below the best
         assert trial["values"][0] <= trial["mix_bound"] <= chosen["values"][0] + 1e-9
         assert any(w.get("skipped") for w in trial["workloads"])
+
+
+def test_an_upgrade_of_a_mix_study_compares_each_workloads_throughput(tmp_path, studies) -> None:
+    """The new version is 6x slower per token with 8 sequences: the regression table has a row per configuration
+    and workload, each with that workload's own throughput, and the old best (8 sequences) is slower on both."""
+    done = autotune("study", "run", str(mix_space(tmp_path)), "--study", "mix", "--n-trials", "2", "--seed", "0",
+                    studies=studies)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    old = {t["params"]["max_num_seqs"]: t for t in show("mix", studies)["trials"] if t["launched"]}
+    upgraded = autotune("study", "upgrade", "--study", "mix", "--version", "0.99.0", "--n-trials", "2", "--json",
+                        studies=studies, env_extra={"SCRIPTED_SLOWER": "--max-num-seqs=8:6"})  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr
+    rows = {(r["configuration"], r["workload"]): r for r in json.loads(upgraded.stdout)["regression"]}
+    assert set(rows) == {(c, w) for c in ("baseline", "max_num_seqs=8") for w in ("chat", "long")}
+    for workload in ("chat", "long"):
+        before = next(w for w in old[8]["workloads"] if w["name"] == workload)["value"]
+        assert rows["max_num_seqs=8", workload]["old"] == [before]  # the workload's throughput, not the mix's
+        assert rows["max_num_seqs=8", workload]["verdict"].startswith("slower")
+        assert not rows["baseline", workload]["verdict"].startswith("slower")
