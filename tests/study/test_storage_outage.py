@@ -158,8 +158,11 @@ def test_a_disk_that_fills_up_or_turns_read_only_is_one_line_and_the_rerun_finis
                 filler = _fill(mount_point)
             else:  # a read-only mount of the same files over the directory: an open file stays writable (as when a
                 # filesystem is remounted read-only under a process; a remount itself is refused while files are open)
-                subprocess.run(["mount", "--bind", str(studies), str(studies)], check=True)
-                subprocess.run(["mount", "-o", "remount,bind,ro", str(studies)], check=True)
+                for argv in (["mount", "--bind", str(studies), str(studies)],
+                             ["mount", "-o", "remount,bind,ro", str(studies)]):  # fmt: skip
+                    done = subprocess.run(argv, capture_output=True, text=True)
+                    if done.returncode != 0:  # seen once in CI: exit 32, the container refused the remount
+                        pytest.skip(f"{' '.join(argv[:3])} refused here ({done.returncode}): {done.stderr.strip()}")
             _, err = worker.communicate(timeout=_GUARD_S)
         finally:
             if worker.poll() is None:
