@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli.trials_table import value_text
-from autotune.cli.workloads_view import mix_table
+from autotune.cli.workloads_view import mix_metric_text, mix_table
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError
 from autotune.evidence.export import file_notes, printed_launch
@@ -24,8 +24,8 @@ def print_best(study: optuna.Study) -> None:
     record = TrialRecord.of(best)
     simulated = "SIMULATED " if record.simulated is not None else ""
     metric = study.metric_names[0] if study.metric_names else "value"
-    if is_mix_study(study):  # the value is no throughput: each workload's relative to its baseline, mixed
-        metric = f"the mix ({record.mix or 'geomean'}) of each workload's {metric} relative to its baseline"
+    if is_mix_study(study):
+        metric = mix_metric_text(record, metric)
     print(f"{simulated}best: trial {best.number}, {metric} = {value_text(best.values[0])}")
     notes = file_notes(ServerConfig.model_validate(record.config)) if record.config is not None else []
     print("".join(f"{note}\n" for note in notes) + printed_launch(record.launch))

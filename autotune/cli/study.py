@@ -20,6 +20,7 @@ from autotune.cli.trials_table import value_text
 from autotune.cli.warm import WARM_HELP, WARM_STORAGE_HELP, print_warm, warm_sources
 from autotune.cli.workloads_view import (
     mix_fields,
+    mix_metric_text,
     print_mix_best,
     print_workloads,
     workload_misses,
@@ -359,7 +360,7 @@ def best(
     load = _load_text(record.load)
     if is_mix_study(study):
         load = ""  # a load per workload: the table below
-        metric = f"the mix ({record.mix}) of each workload's {metric} relative to its baseline"
+        metric = mix_metric_text(record, metric)
     print(f"# best: trial {trial.number}, {metric} = {value_text(trial.values[0])}" + (f" at {load}" if load else ""))
     print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
     if is_mix_study(study):  # one command for every workload: the table says what it gains and costs on each

@@ -17,6 +17,12 @@ _CAPTION = ("gain: the mix's best against the baseline on that workload; own bes
             "alone (met its SLOs); regret: what the one command costs there against it")  # fmt: skip
 
 
+def mix_metric_text(record: records.TrialRecord, metric: str) -> str:
+    """What a several-workload trial's value is, in words: no throughput, but each workload's relative to its
+    baseline, mixed."""
+    return f"the mix ({record.mix or 'geomean'}) of each workload's {metric} relative to its baseline"
+
+
 def mix_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
     """Per workload: baseline vs the mix's best (gain), the workload's own best and the regret."""
     metric = study.metric_names[0] if study.metric_names else "value"

@@ -65,7 +65,7 @@ def _measurements(study: optuna.Study, params: dict[str, Any],
 def _label(params: dict[str, Any], baseline: dict[str, Any], engines: int) -> str:
     changed = [f"{name}={value}" for name, value in params.items() if baseline.get(name) != value]
     if engines > 1 and ENGINE_PARAM in params:  # which engine's baseline, or which engine the old best ran
-        changed = [f"{ENGINE_PARAM}={params[ENGINE_PARAM]}", *(c for c in changed if not c.startswith(ENGINE_PARAM))]
+        changed = [f"{ENGINE_PARAM}={params[ENGINE_PARAM]}", *changed]  # the baseline is of the same engine
         return ", ".join(changed) if len(changed) > 1 else f"baseline ({params[ENGINE_PARAM]})"
     return ", ".join(changed) or "baseline"
 
