@@ -6,10 +6,15 @@ Python may run a handler inside a callback that swallows exceptions (a weakref f
 scheduler signals the engine too: the engine then dies of the same SIGTERM, and without the flag below the trial would
 record a crash of a good configuration and go on to the next one. So the request is also kept as a flag that the
 trial's failure paths and the worker's loop look at (``raise_if_requested``).
+
+Inside an event loop (a benchmark) the handler raises nothing: asyncio keeps an exception raised in a task or a
+callback to that task (a watchdog task that took it would die silently, and the benchmark would wait on a hung engine
+forever). It cancels the loop's tasks instead, and ``stop_on_sigterm`` turns the cancellation into ``Terminated``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -42,7 +47,16 @@ def _on_sigterm(signum: int, frame: object) -> None:
     # once: a second SIGTERM (Slurm signals every process of a step; a node's workers get one from their parent too)
     # must not interrupt the engine's stop that the first one started
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise Terminated from None
+    loop.call_soon_threadsafe(_cancel_tasks, loop)  # threadsafe: wakes the loop where it waits in select
+
+
+def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel("SIGTERM")
 
 
 def _raise_again_where_it_goes_on(unraisable, previous_hook) -> None:
@@ -75,6 +89,10 @@ def stop_on_sigterm() -> Iterator[None]:
     _inside.set()
     try:
         yield
+    except asyncio.CancelledError:
+        if _requested.is_set():  # a benchmark's tasks, cancelled by the handler
+            raise Terminated from None
+        raise
     finally:
         _inside.clear()
         sys.unraisablehook = previous_hook

@@ -5,9 +5,11 @@ trial but stops with "stopped by SIGTERM"."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import signal
 import sys
+import threading
 import time
 import weakref
 
@@ -107,3 +109,36 @@ def test_a_node_whose_sigterm_was_swallowed_stops_its_workers(tmp_path, monkeypa
     (trial,) = optuna.load_study(study_name="node", storage=options.storage).trials
     assert trial.state == TrialState.RUNNING and "failure_kind" not in trial.user_attrs  # the worker stopped it
     assert not group_alive(trial.user_attrs["engine_process"]["pgid"])
+
+
+def test_a_sigterm_that_lands_in_a_benchmarks_task_stops_the_benchmark(tmp_path, monkeypatch) -> None:
+    # asyncio keeps an exception raised in a task to that task: a SIGTERM handled while the client's watchdog ran
+    # killed the watchdog alone, and the benchmark of a stalled stream then waited with no stall timeout left
+    from autotune.bench.client import ClientOptions
+    from autotune.bench.http import StreamingClient
+    from autotune.bench.runner import run_benchmark
+    from autotune.search import stopping
+    from autotune.space.schema import Workload
+    from autotune.testing import scripted
+
+    watch = StreamingClient._watch
+
+    async def watch_where_the_signal_lands(self) -> None:
+        await asyncio.sleep(0.2)  # the stalled request is in flight
+        signal.raise_signal(signal.SIGTERM)  # the handler runs here, inside the watchdog task
+        await watch(self)
+
+    monkeypatch.setattr(StreamingClient, "_watch", watch_where_the_signal_lands)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "FAULT:stall x", "output_len": 8}\n')
+    workload = Workload(dataset="jsonl", path=str(prompts), num_prompts=1)
+    with scripted.serving(tmp_path / "scripted") as server:
+        # the guard: the old code waited on the stalled stream until the server went away (then no Terminated)
+        guard = threading.Timer(_GUARD_S, kill_group, (server.pgid,), {"grace_s": 0})
+        guard.start()
+        try:
+            with pytest.raises(stopping.Terminated), stopping.stop_on_sigterm():
+                run_benchmark(ClientOptions(server.base_url, "scripted", stall_timeout_s=3600), workload, None)
+        finally:
+            guard.cancel()
+    assert stopping.requested()
