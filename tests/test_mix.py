@@ -51,7 +51,7 @@ def space_file(tmp_path: Path, workloads: str) -> Path:
 
 def test_a_one_workload_space_keeps_its_digest_so_an_older_study_resumes(tmp_path) -> None:
     space = load_space(space_file(tmp_path, ONE))
-    assert setup._digest(space) == PREVIOUS_DIGEST
+    assert setup.digest(space) == PREVIOUS_DIGEST
     assert space.mix_workloads() == [space.workload] and not space.is_mix
 
 
@@ -62,7 +62,7 @@ def test_workloads_each_with_weight_slo_and_loads(tmp_path) -> None:
     assert space.workload_slo(chat) == {"p99_tpot_ms": 80} and space.workload_slo(rag) == {"p99_ttft_ms": 3000}
     assert space.workload_load_levels("vllm", chat) == [{"max_concurrency": 16}, {"max_concurrency": 64}]
     assert space.workload_load_levels("vllm", rag) == [{"max_concurrency": c} for c in (2, 4, 8)]
-    assert setup._digest(space) != PREVIOUS_DIGEST
+    assert setup.digest(space) != PREVIOUS_DIGEST
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 
 from autotune import records
-from autotune.records import LearnedRule, StudyIdentity, StudyRecord, WarmMeasurement
+from autotune.records import LearnedRule, ResidualRow, StudyIdentity, StudyRecord, WarmMeasurement
 from autotune.search import warm_rules
 from autotune.search.warm_model import TRUST, WarmModel, weight
 from autotune.search.warm_start import auto_sources, identity_of, in_space, model_family, snapshot
@@ -222,17 +222,19 @@ MIX_SPACE = SPACE.replace(
 
 
 @pytest.mark.parametrize(
-    ("space_text", "best", "order"),
+    ("space_text", "best", "order", "residuals"),
     [
         # a:1 is the baseline's own configuration (the first of the others): measured once, as the baseline
-        (SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["a:0", "baseline", "a:2", "a:3"]),
-        (SPACE, {"max_num_seqs": 2, "dtype": "float32"}, ["baseline", "a:1", "a:2", "a:3"]),
-        (MIX_SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["baseline", "a:0", "a:2", "a:3"]),
+        (SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["a:0", "baseline", "a:2", "a:3"], False),
+        (SPACE, {"max_num_seqs": 2, "dtype": "float32"}, ["baseline", "a:1", "a:2", "a:3"], False),
+        (MIX_SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["baseline", "a:0", "a:2", "a:3"], False),
+        # with the sources' model residuals the calibration ranks the runners-up: the best alone is queued
+        (SPACE, {"max_num_seqs": 32, "dtype": "bfloat16"}, ["a:0", "baseline"], True),
     ],
-    ids=["best-first", "best-is-the-baseline", "mix-baselines-first"],
+    ids=["best-first", "best-is-the-baseline", "mix-baselines-first", "residuals-best-alone"],
 )
 def test_the_earlier_best_is_measured_before_the_baselines_unless_it_is_one_or_the_space_is_a_mix(
-    space_text, best, order
+    space_text, best, order, residuals
 ) -> None:
     from autotune.search.trial_queue import FixedConfiguration
     from autotune.search.warm_start import WarmSnapshot, first_configurations
@@ -241,7 +243,8 @@ def test_the_earlier_best_is_measured_before_the_baselines_unless_it_is_one_or_t
     others = [p for p in CONFIGS if p != best]
     measurements = [WarmMeasurement(params=p, relative=1.0 - i / 10, source=f"a:{i}")
                     for i, p in enumerate([best, *others])]  # fmt: skip
-    snap = WarmSnapshot(sources=["a"], rules={}, oom=[], measurements=measurements)
+    rows = [ResidualRow(features=["engine=vllm"], residuals={"total_token_throughput": 0.1}, source="a")]
+    snap = WarmSnapshot(sources=["a"], rules={}, oom=[], measurements=measurements, residuals=rows if residuals else [])
     baseline = FixedConfiguration({"max_num_seqs": 2, "dtype": "float32"}, records.stored(baseline=True))
     first = first_configurations(space, snap, [baseline])
     assert [f.marks.get("warm_of", "baseline") for f in first] == order

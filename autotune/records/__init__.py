@@ -21,6 +21,7 @@ from autotune.records.studies import (
     CalibrationError,
     InheritedOom,
     LearnedRule,
+    ResidualRow,
     StudyIdentity,
     StudyRecord,
     WarmMeasurement,
@@ -56,7 +57,7 @@ from autotune.records.trials import (
 from autotune.records.workloads import WorkloadRecord
 
 __all__ = ["BUDGET_ATTR", "DUPLICATED", "FIRST_QUEUED_ATTR", "FIXED_MARKS", "RAISED_ATTR", "RECORDED", "REFERENCE_PREFIX",
-           "RULE_PREFIX", "CalibrationError", "InheritedOom", "LearnedRule", "LoadRecord", "Outcome", "StudyIdentity", "StudyRecord",
+           "RULE_PREFIX", "CalibrationError", "InheritedOom", "LearnedRule", "LoadRecord", "Outcome", "ResidualRow", "StudyIdentity", "StudyRecord",
            "TrialRecord", "WarmMeasurement", "WarmWeight", "WorkloadRecord", "chosen_load", "config_key", "duplicated",
            "failure_kind", "fixed_marks", "is_baseline", "is_duplicate", "is_simulated", "launched", "measured_itself", "node_minutes",
            "oom_from_level", "public_config", "stored", "stored_outcome", "trial_seconds", "workload_results", "write",

@@ -82,6 +82,16 @@ class WarmWeight(BaseModel):
     concordant: int  # of them, ordered as the prior predicted
 
 
+class ResidualRow(BaseModel):
+    """One load an earlier study measured, as the self-calibrating prior learns from it: the configuration's and the
+    load's features and ``log(measured / predicted)`` of each metric (``autotune.search.residuals``)."""
+
+    model_config = ConfigDict(frozen=True)
+    features: list[str]
+    residuals: dict[str, float]
+    source: str  # the study it was measured in
+
+
 class CalibrationError(BaseModel):
     """The performance model's error on one trial: the median factor between the objective it predicted and what the
     trial measured at the same loads, raw and calibrated on the trials before it (``autotune.search.calibration``)."""
@@ -114,6 +124,7 @@ class StudyRecord(BaseModel):
     warm_sources: list[str] | None = None  # the studies it was warm-started from ("storage-less" names)
     warm_measurements: list[WarmMeasurement] | None = None  # what they measured, copied: the warm prior's data
     inherited_oom: list[InheritedOom] | None = None  # their out-of-memory failures (OOM dominance carries over)
+    warm_residuals: list[ResidualRow] | None = None  # their performance model's residuals: the calibration's start
     upgrade_of: str | None = None  # `study upgrade`: the study of the older version this one re-tunes
     rechecks: dict[str, int] = Field(default_factory=dict)  # inherited rule name → the trial re-checking it here
     warm_weights: list[WarmWeight] = Field(default_factory=list)  # the warm prior's weight, trial by trial

@@ -86,15 +86,23 @@ def _error(space: SearchSpace, loads: tuple[PredictedLoad, ...], measured: list[
     return round(statistics.median(factors), 3) if factors else None
 
 
+def _calibration(measured: list, record: StudyRecord) -> Calibration:
+    """The residual model of ``measured``; in a warm-started study also of its sources' residuals, weighted by the
+    warm prior's last weight (``autotune.search.warm_model``): they count while this study's measurements agree
+    with what the sources found, and fade as they do not."""
+    trust = record.warm_weights[-1].weight if record.warm_weights else 0.0
+    return Calibration(measured, record.warm_residuals or [], trust)
+
+
 def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],
-                finished: FrozenTrial) -> CalibrationError | None:  # fmt: skip
+                finished: FrozenTrial, record: StudyRecord) -> CalibrationError | None:  # fmt: skip
     """The raw and the calibrated model's error on ``finished`` (calibrated on the trials before it), or None where
     it measured nothing the model predicts."""
     mine = measured_configurations(space, keyed, [finished])
     if not mine:
         return None
     ranked, loads = mine[0]
-    earlier = Calibration(measured_configurations(space, keyed, trials, before=finished.number))
+    earlier = _calibration(measured_configurations(space, keyed, trials, before=finished.number), record)
     raw, calibrated = _error(space, ranked.loads, loads), _error(space, earlier.corrected(ranked), loads)
     return CalibrationError(trial=finished.number, raw=raw, calibrated=calibrated, fitted_loads=earlier.rows)
 
@@ -233,10 +241,11 @@ def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
         return None
     keyed = keyed_ranking(space, model)
     trials = study.get_trials(deepcopy=False)
-    error = error_after(space, keyed, trials, finished)
+    record = StudyRecord.of(study)
+    error = error_after(space, keyed, trials, finished, record)
     calibration: Calibrated = (
-        MixCalibration(space, keyed, trials, StudyRecord.of(study).mix_reference) if space.is_mix
-        else Calibration(measured_configurations(space, keyed, trials)))  # fmt: skip
+        MixCalibration(space, keyed, trials, record.mix_reference) if space.is_mix
+        else _calibration(measured_configurations(space, keyed, trials), record))  # fmt: skip
     with lock():
         if error is not None:
             records.write_study(study, calibration=[error])

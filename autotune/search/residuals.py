@@ -22,7 +22,7 @@ import numpy as np
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
-from autotune.records import TrialRecord
+from autotune.records import ResidualRow, TrialRecord
 from autotune.search.prior import PredictedLoad, Ranked, best_feasible
 from autotune.space.schema import SearchSpace
 
@@ -41,33 +41,53 @@ def _features(ranked: Ranked, load: dict) -> list[str]:
     return [f"engine={ranked.engine}", *knobs, f"load={json.dumps(load, sort_keys=True)}", *pairs]
 
 
+def residual_rows(measured: list[tuple[Ranked, list[records.LoadRecord]]], source: str) -> list[ResidualRow]:
+    """Each measured load of ``measured`` (the prior's ranking of a launched configuration, the metrics measured at
+    each of its loads) as a row of the residual model: its features and ``log(measured / predicted)`` by metric."""
+    rows = []
+    for ranked, loads in measured:
+        predicted = {json.dumps(p.load, sort_keys=True): p.metrics for p in ranked.loads}
+        for level in loads:
+            model = predicted.get(json.dumps(level.load, sort_keys=True))
+            if model is None or not level.metrics:
+                continue
+            residuals = {name: math.log(got / value) for name, value in model.items()
+                         if isinstance(got := level.metrics.get(name), int | float) and got > 0 and value > 0}  # fmt: skip
+            rows.append(ResidualRow(features=_features(ranked, level.load), residuals=residuals, source=source))
+    return rows
+
+
 class Calibration:
     """The residual model of each metric, fitted to ``measured``: (the prior's ranking of a launched configuration,
-    the metrics measured at each of its loads)."""
+    the metrics measured at each of its loads).
 
-    def __init__(self, measured: list[tuple[Ranked, list[records.LoadRecord]]]) -> None:
-        rows: list[tuple[list[str], dict[str, float]]] = []  # (features, log(measured / predicted) by metric)
-        for ranked, loads in measured:
-            predicted = {json.dumps(p.load, sort_keys=True): p.metrics for p in ranked.loads}
-            for level in loads:
-                model = predicted.get(json.dumps(level.load, sort_keys=True))
-                if model is None or not level.metrics:
-                    continue
-                residuals = {name: math.log(got / value) for name, value in model.items()
-                             if isinstance(got := level.metrics.get(name), int | float) and got > 0 and value > 0}  # fmt: skip
-                rows.append((_features(ranked, level.load), residuals))
-        self.rows = len(rows)  # the measured loads it is fitted to
-        self._index = {f: i for i, f in enumerate(sorted({f for features, _ in rows for f in features}))}
+    In a warm-started study the sources' rows (``inherited``) give the knob effects a prior: the effects fitted to
+    them alone, times ``inherited_weight``, are where this study's ridge pulls its own effects (instead of 0), so
+    until this study measures otherwise it ranks as the sources' errors say. Their mean is not taken: another
+    workload or model moves the level of the model's error (a long prompt's TTFT, say) more than which knob it
+    misjudges, and this study's own mean sets the level. At weight 0 it is the model of this study's rows alone."""
+
+    def __init__(self, measured: list[tuple[Ranked, list[records.LoadRecord]]],
+                 inherited: list[ResidualRow] = (), inherited_weight: float = 0.0) -> None:  # fmt: skip
+        own = residual_rows(measured, "")
+        self.rows = len(own)  # this study's measured loads it is fitted to
+        borrowed = list(inherited) if inherited_weight > 0 else []
+        self._index = {f: i for i, f in enumerate(sorted({f for row in own + borrowed for f in row.features}))}
         self._penalty = np.array([PAIR_RIDGE if f.startswith(PAIR) else RIDGE for f in self._index])
-        names = {name for _, residuals in rows for name in residuals}
-        self._fits = {name: self._fit([(f, r[name]) for f, r in rows if name in r]) for name in names}
+        self._fits: dict[str, tuple[float, np.ndarray]] = {}
+        for name in {name for row in own for name in row.residuals}:
+            theirs = _column(borrowed, name)
+            prior = inherited_weight * self._fit(theirs)[1] if theirs else np.zeros(len(self._index))
+            mean, coef = self._fit(_column(own, name), prior)
+            self._fits[name] = (mean, coef + prior)
 
-    def _fit(self, rows: list[tuple[list[str], float]]) -> tuple[float, np.ndarray]:
-        """The mean residual, and each feature's effect around it (ridge)."""
+    def _fit(self, rows: list[tuple[list[str], float]], prior: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """The mean residual over ``rows`` after the ``prior`` effects, and each feature's effect beyond them (ridge:
+        towards the prior)."""
         x = np.zeros((len(rows), len(self._index)))
         for i, (features, _) in enumerate(rows):
             x[i, [self._index[f] for f in features]] = 1.0
-        y = np.array([residual for _, residual in rows])
+        y = np.array([residual for _, residual in rows]) - (x @ prior if prior is not None else 0.0)
         mean = float(y.mean())
         return mean, np.linalg.solve(x.T @ x + np.diag(self._penalty), x.T @ (y - mean))
 
@@ -88,6 +108,10 @@ class Calibration:
         """``ranked``'s calibrated value: its best SLO-feasible corrected objective (None: predicted infeasible, or
         not to start)."""
         return best_feasible(space, self.corrected(ranked)) if ranked.loads else None
+
+
+def _column(rows: list[ResidualRow], name: str) -> list[tuple[list[str], float]]:
+    return [(row.features, row.residuals[name]) for row in rows if name in row.residuals]
 
 
 def measured_configurations(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],

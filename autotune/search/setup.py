@@ -64,7 +64,7 @@ def set_up(study: optuna.Study, space: SearchSpace, space_path: Path, first: lis
     if records.StudyRecord.of(study).space_digest is None:
         _describe(study, space, space_path)
     described = records.StudyRecord.of(study)
-    if described.space_digest != _digest(space):
+    if described.space_digest != digest(space):
         raise AutotuneError(f"study {study.study_name!r} was made with another search space "
                             f"({described.space_path}); fix: use --study with a new name")  # fmt: skip
     if first_queued(study):
@@ -83,7 +83,7 @@ def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None
     mix = {"workloads": [w.model_dump(mode="json") for w in space.mix_workloads()]} if space.is_mix else {}
     records.write_study(study, space_path=str(Path(space_path).resolve()), space_name=space.name,
                         objective=_dump(space.objective, "objective"),
-                        workload=_dump(space.mix_workloads()[0], "workload"), **mix, space_digest=_digest(space))  # fmt: skip
+                        workload=_dump(space.mix_workloads()[0], "workload"), **mix, space_digest=digest(space))  # fmt: skip
 
 
 # fields added since studies were first stored, and their defaults: left out of the digest at those, so a study made
@@ -102,7 +102,8 @@ def _dump(model: BaseModel, section: str) -> dict:
     return model.model_dump(mode="json", exclude=_at_default(model, section))
 
 
-def _digest(space: SearchSpace) -> str:
+def digest(space: SearchSpace) -> str:
+    """The space's fingerprint, as a study stores it (``space_digest``): a study refuses another space."""
     exclude: dict = _at_default(space, None)
     for section in ("objective", "workload"):
         exclude[section] = _at_default(getattr(space, section), section)

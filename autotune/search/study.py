@@ -182,12 +182,16 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
 def after_trial(prepared: PreparedStudy, finished: optuna.trial.FrozenTrial) -> None:
     """After each trial: a warm-started study's warm prior, its weight and its next pick
     (``autotune.search.warm_model.step``); then the performance model's calibration, its error and its next pick
-    where the warm prior picked none (``autotune.search.calibration.step``)."""
-    options, space = prepared.options, prepared.objective.space
+    where the warm prior picked none (``autotune.search.calibration.step``). Where the calibration starts from the
+    sources' residuals it is the better-informed of the two (it predicts this workload's metrics, the warm prior
+    only the sources' values), so it picks first and the warm prior after it."""
+    options, space, study = prepared.options, prepared.objective.space, prepared.study
     lock = functools.partial(budget_lock, options.storage, options.name, options.studies_dir)
-    if prepared.warm:
-        warm_model.step(prepared.study, space, finished, lock)
-    calibration.step(prepared.study, space, finished, lock)
+    calibrated_first = prepared.warm and bool(records.StudyRecord.of(study).warm_residuals)
+    current = warm_model.step(study, space, finished, lock, queue=not calibrated_first) if prepared.warm else None
+    calibration.step(study, space, finished, lock)
+    if calibrated_first and current is not None:
+        warm_model.queue_next(study, space, current, lock)
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:

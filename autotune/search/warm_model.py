@@ -164,16 +164,27 @@ def next_configuration(study: optuna.Study, space: SearchSpace,
     return None
 
 
-def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
-         lock: Callable[[], AbstractContextManager]) -> WarmWeight:  # fmt: skip
-    """After a trial of a warm-started study: record the prior's weight, and while it is trusted queue the next
-    configuration it ranks first (under ``lock``, the study's budget lock: one worker queues at a time)."""
+def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial, lock: Callable[[], AbstractContextManager],
+         queue: bool = True) -> WarmWeight:  # fmt: skip
+    """After a trial of a warm-started study: record the prior's weight, and (``queue``) while it is trusted queue the
+    next configuration it ranks first (under ``lock``, the study's budget lock: one worker queues at a time)."""
     model = WarmModel(StudyRecord.of(study).warm_measurements or [])
     current = weight(model, study.get_trials(deepcopy=False), maximizes(study), finished.number)
-    ranked = ranking(space, model, current.weight) if current.weight >= TRUST else []  # outside the lock: slow
     with lock():
         records.write_study(study, warm_weights=[current])
+    if queue:
+        queue_next(study, space, current, lock)
+    return current
+
+
+def queue_next(study: optuna.Study, space: SearchSpace, current: WarmWeight,
+               lock: Callable[[], AbstractContextManager]) -> None:  # fmt: skip
+    """While the prior's weight ``current`` is trusted, queue the configuration it ranks first (under ``lock``)."""
+    if current.weight < TRUST:
+        return
+    model = WarmModel(StudyRecord.of(study).warm_measurements or [])
+    ranked = ranking(space, model, current.weight)  # outside the lock: slow
+    with lock():
         fixed = next_configuration(study, space, ranked)
         if fixed is not None:
             queue_fixed(study, fixed)
-    return current

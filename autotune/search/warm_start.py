@@ -11,7 +11,12 @@ worker and every later run sees the same thing and no source storage is opened a
   baselines' measurements, all after them). The rest teach the warm prior (``autotune.search.warm_model``), which
   ranks the space together with the performance model, and queues the next configuration after each trial while
   this study's own measurements agree with it (its weight, recorded after every trial; under ``TRUST`` the sampler
-  leads alone).
+  leads alone);
+- **the performance model's residuals** (one-workload studies ranked by the same performance model, whose space
+  file is unchanged): each measured load's ``log(measured / predicted)``, the sources' predictions made again from
+  their space. This study's calibration (``autotune.search.residuals.Calibration``) starts from the knob effects they
+  show, weighted by the warm prior's weight, and picks before the warm prior; only the sources' best is queued first
+  (the calibration ranks the runners-up with the rest).
 
 A study's identity (model family, hardware, engine versions) is recorded when it is made, so ``--warm-start auto``
 is a query: every finished study of the storage with the same model family, hardware and engines.
@@ -30,17 +35,29 @@ from pydantic import BaseModel, ConfigDict
 
 from autotune import records
 from autotune.engines import get_engine
-from autotune.errors import UsageError
-from autotune.records import InheritedOom, LearnedRule, StudyIdentity, StudyRecord, WarmMeasurement, WarmWeight
+from autotune.errors import AutotuneError, UsageError
+from autotune.records import (
+    InheritedOom,
+    LearnedRule,
+    ResidualRow,
+    StudyIdentity,
+    StudyRecord,
+    WarmMeasurement,
+    WarmWeight,
+)
 from autotune.search import warm_rules
+from autotune.search.calibration import keyed_ranking
+from autotune.search.prior import prior_model
 from autotune.search.ranking import maximized, ranked
-from autotune.search.setup import with_engine
+from autotune.search.residuals import measured_configurations, residual_rows
+from autotune.search.setup import digest, with_engine
 from autotune.search.storage import open_storage
 from autotune.search.trial_queue import FixedConfiguration
+from autotune.space.files import load_space
 from autotune.space.schema import ENGINE_PARAM, FloatParam, SearchSpace
 
 log = logging.getLogger(__name__)
-WARM_FIRST = 3  # the sources' best configurations, measured again first
+WARM_FIRST = 3  # the sources' best configurations, measured again first (1 where the calibration has their residuals)
 _SUFFIXES = re.compile(r"(-(instruct|chat|it|hf|base))+$")  # a model's variants of one family
 
 
@@ -60,6 +77,7 @@ class WarmSnapshot(BaseModel):
     rules: dict[str, LearnedRule]
     oom: list[InheritedOom]
     measurements: list[WarmMeasurement]  # every measured configuration that this space can run, best first
+    residuals: list[ResidualRow] = []  # their performance model's residuals, where they can teach this one's
 
 
 def model_family(model: str) -> str:
@@ -123,6 +141,7 @@ def snapshot(space: SearchSpace, sources: list[WarmSource]) -> WarmSnapshot:
     rules: dict[str, LearnedRule] = {}
     oom: list[InheritedOom] = []
     measurements: list[WarmMeasurement] = []
+    residuals: list[ResidualRow] = []
     for source in sources:
         study = open_source(source)
         record, trials = StudyRecord.of(study), study.get_trials(deepcopy=False)
@@ -131,8 +150,28 @@ def snapshot(space: SearchSpace, sources: list[WarmSource]) -> WarmSnapshot:
                 rules[name] = rule  # of two sources, the rule of this study's version wins
         oom += list(record.inherited_oom or []) + _oom_failures(study.study_name, trials)
         measurements += _relative(space, study, trials)
+        residuals += _residuals(space, study.study_name, record, trials)
     measurements.sort(key=lambda m: -m.relative)
-    return WarmSnapshot(sources=[s.study for s in sources], rules=rules, oom=oom, measurements=measurements)
+    return WarmSnapshot(sources=[s.study for s in sources], rules=rules, oom=oom, measurements=measurements,
+                        residuals=residuals)  # fmt: skip
+
+
+def _residuals(space: SearchSpace, name: str, record: StudyRecord, trials: list[FrozenTrial]) -> list[ResidualRow]:
+    """The source's performance-model residuals (``autotune.search.residuals``), where they can start this study's
+    calibration: both are one-workload studies ranked by the same performance model, and the source's space file is
+    still the one it ran (its predictions are made again from it; a file moved or edited since teaches nothing)."""
+    model = prior_model(space)
+    if model is None or space.is_mix or record.workloads or record.space_path is None:
+        return []
+    try:
+        theirs = load_space(record.space_path)
+    except AutotuneError:
+        log.info("warm start: %s's space file %s cannot be read: its model residuals are not used", name,
+                 record.space_path)  # fmt: skip
+        return []
+    if digest(theirs) != record.space_digest or theirs.is_mix or prior_model(theirs) != model:
+        return []
+    return residual_rows(measured_configurations(theirs, keyed_ranking(theirs, model), trials), name)
 
 
 def _travelling_rules(name: str, record: StudyRecord, trials: list[FrozenTrial]) -> dict[str, LearnedRule]:
@@ -211,12 +250,17 @@ def first_configurations(space: SearchSpace, snap: WarmSnapshot,
 
     The sources' best is the likeliest optimum here, so it goes before the baselines, the runners-up after them (an
     upgrade's regression table compares the old best with the baselines: both come first). In a mix all go after the
-    baselines: a mix's values are relative to the first baseline's measurement of each workload.
+    baselines: a mix's values are relative to the first baseline's measurement of each workload. Where the snapshot
+    has the sources' model residuals, only their best is queued: the calibration ranks the runners-up.
     """
     chosen: list[FixedConfiguration] = []
     seen = [b.params for b in baselines]
+    # with the sources' residuals the calibrated model knows the runners-up's errors and ranks them with the rest of
+    # the space: queued ahead of it, they are launches spent where it sees better (a moved optimum: SGLang's workload
+    # pair 118 -> 87 node-minutes to 99%, benchmarks/transfer_efficiency.py)
+    first = 1 if snap.residuals else WARM_FIRST
     for measurement in snap.measurements:
-        if len(chosen) >= WARM_FIRST:
+        if len(chosen) >= first:
             break
         if measurement.params in seen:
             continue
@@ -231,6 +275,8 @@ def record(study: optuna.Study, snap: WarmSnapshot) -> None:
     prior's weight starts at 1 (nothing measured here disagrees with it yet)."""
     if snap.rules:
         records.write_study(study, learned_rules=snap.rules)
+    if snap.residuals:
+        records.write_study(study, warm_residuals=snap.residuals)
     records.write_study(study, inherited_oom=snap.oom, warm_measurements=snap.measurements,
                         warm_weights=[WarmWeight(trial=-1, weight=1.0, pairs=0, concordant=0)],
                         warm_sources=snap.sources)  # fmt: skip
@@ -246,6 +292,7 @@ def summary(study: optuna.Study) -> list[str]:
     lines = [
         f"warm start from {', '.join(record_.warm_sources)}: {len(record_.warm_measurements or [])} "
         f"measurements, {len(inherited)} rules, {len(record_.inherited_oom or [])} out-of-memory failures"
+        + (f", {len(record_.warm_residuals)} performance-model residuals" if record_.warm_residuals else "")
     ]
     lines += [f"  rule '{n}': {warm_rules.rule_state(record_, n, r, trials).text}" for n, r in inherited.items()]
     if record_.warm_weights:
