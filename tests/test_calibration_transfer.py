@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.records import LoadRecord, StudyRecord
+from autotune.records import LoadRecord, StudyRecord, TrialRecord
 from autotune.search.prior import PredictedLoad, Ranked
 from autotune.search.residuals import Calibration, residual_rows
 from autotune.search.study import RunOptions, prepare_study
@@ -79,11 +79,18 @@ def test_a_warm_start_carries_the_residuals_only_from_the_space_file_the_source_
     carried = snapshot(space, source).residuals
     assert carried and {row.source for row in carried} == {"a"}
     assert all(THROUGHPUT in row.residuals for row in carried)
-    warm = RunOptions(name="b", storage=storage, studies_dir=tmp_path, n_trials=1, seed=0, heartbeat_s=0,
+    warm = RunOptions(name="b", storage=storage, studies_dir=tmp_path, n_trials=3, seed=0, heartbeat_s=0,
                       warm_start=tuple(source))  # fmt: skip
     study = run_trials(prepare_study(space, path, warm))
     assert StudyRecord.of(study).warm_residuals == carried  # copied in: no later step opens the source again
     assert f"{len(carried)} performance-model residuals" in summary(study)[0]
+    trials = [TrialRecord.of(t) for t in sorted(study.trials, key=lambda t: t.number)]
+    assert sum(t.warm_of is not None for t in trials) <= 1  # the source's best alone is queued first
+    # the first pick after the first configurations is the calibration's, which knows the runners-up's errors
+    # (before the warm prior, which would queue the runners-up as the best it ranks)
+    pick = next(t for t in trials if t.warm_of is None and not t.baseline)
+    assert pick.warm_predicted is None
+    assert pick.calibrated_predicted is not None or pick.neighbour_of is not None
 
     _space_copy(tmp_path, trials=49)  # edited since: its predictions could not be made again as the source ran
     assert snapshot(space, source).residuals == []
