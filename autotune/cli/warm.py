@@ -15,8 +15,9 @@ from autotune.space.schema import SearchSpace
 
 WARM_HELP = ("earlier studies to start from, STUDY[,STUDY...] or `auto` (every finished study of the storage with "
              "the same model family, hardware and engines): their learned rules carry over (re-checked once on "
-             "another engine version), their best configurations are measured again first, and a model of their "
-             "measurements ranks the space while this study's measurements agree with it")  # fmt: skip
+             "another engine version), their best configurations are measured again first, a model of their "
+             "measurements ranks the space while this study's measurements agree with it, and the performance "
+             "model's error they measured starts this study's calibration")  # fmt: skip
 WARM_STORAGE_HELP = "the storage of the --warm-start studies (default: where `autotune study list` looks)"
 
 
