@@ -86,7 +86,7 @@ def _error(space: SearchSpace, loads: tuple[PredictedLoad, ...], measured: list[
     return round(statistics.median(factors), 3) if factors else None
 
 
-def _calibration(measured: list, record: StudyRecord) -> Calibration:
+def _calibration(measured: list[tuple[Ranked, list[records.LoadRecord]]], record: StudyRecord) -> Calibration:
     """The residual model of ``measured``; in a warm-started study also of its sources' residuals, weighted by the
     warm prior's last weight (``autotune.search.warm_model``): they count while this study's measurements agree
     with what the sources found, and fade as they do not."""

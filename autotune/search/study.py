@@ -154,6 +154,9 @@ class PreparedStudy:
     options: RunOptions
     catalogue: budget.LaunchCatalogue  # the space's launch configurations, to know when every one was tried
     warm: bool = False  # warm-started: after each trial the warm prior's weight is updated (``after_trial``)
+    # the sources' model residuals start the calibration: it picks before the warm prior (copied in when the study is
+    # made, so read once)
+    calibrated_first: bool = False
 
 
 def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
@@ -175,23 +178,25 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
     environment = TrialEnvironment(study_dir, FileSystemArtifactStore(str(_mkdir(study_dir / "artifacts"))),
                                    options.executables or {}, pool, functools.partial(fail_stale_trials, options),
                                    on_status)  # fmt: skip
-    warm = bool(records.StudyRecord.of(study).warm_measurements)
-    return PreparedStudy(study, storage, Objective(space, environment), options, budget.LaunchCatalogue(space), warm)
+    record = records.StudyRecord.of(study)
+    return PreparedStudy(study, storage, Objective(space, environment), options, budget.LaunchCatalogue(space),
+                         warm=bool(record.warm_measurements), calibrated_first=bool(record.warm_residuals))  # fmt: skip
 
 
 def after_trial(prepared: PreparedStudy, finished: optuna.trial.FrozenTrial) -> None:
-    """After each trial: a warm-started study's warm prior, its weight and its next pick
-    (``autotune.search.warm_model.step``); then the performance model's calibration, its error and its next pick
+    """After each trial: a warm-started study's warm prior, its weight (``autotune.search.warm_model.step``) and its
+    next pick (``queue_next``); then the performance model's calibration, its error and its next pick
     where the warm prior picked none (``autotune.search.calibration.step``). Where the calibration starts from the
     sources' residuals it is the better-informed of the two (it predicts this workload's metrics, the warm prior
     only the sources' values), so it picks first and the warm prior after it."""
     options, space, study = prepared.options, prepared.objective.space, prepared.study
     lock = functools.partial(budget_lock, options.storage, options.name, options.studies_dir)
-    calibrated_first = prepared.warm and bool(records.StudyRecord.of(study).warm_residuals)
-    current = warm_model.step(study, space, finished, lock, queue=not calibrated_first) if prepared.warm else None
+    warm = warm_model.step(study, finished, lock) if prepared.warm else None
+    if warm is not None and not prepared.calibrated_first:
+        warm_model.queue_next(study, space, warm, lock)
     calibration.step(study, space, finished, lock)
-    if calibrated_first and current is not None:
-        warm_model.queue_next(study, space, current, lock)
+    if warm is not None and prepared.calibrated_first:
+        warm_model.queue_next(study, space, warm, lock)
 
 
 def fail_stale_trials(options: RunOptions, study: optuna.Study) -> None:

@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -164,26 +165,30 @@ def next_configuration(study: optuna.Study, space: SearchSpace,
     return None
 
 
-def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial, lock: Callable[[], AbstractContextManager],
-         queue: bool = True) -> WarmWeight:  # fmt: skip
-    """After a trial of a warm-started study: record the prior's weight, and (``queue``) while it is trusted queue the
-    next configuration it ranks first (under ``lock``, the study's budget lock: one worker queues at a time)."""
+@dataclass(frozen=True)
+class WarmStep:
+    """The warm prior after a trial: its model (fitted once per trial) and its weight, recorded."""
+
+    model: WarmModel
+    weight: WarmWeight
+
+
+def step(study: optuna.Study, finished: FrozenTrial, lock: Callable[[], AbstractContextManager]) -> WarmStep:
+    """After a trial of a warm-started study: record the prior's weight (under ``lock``, the study's budget lock)."""
     model = WarmModel(StudyRecord.of(study).warm_measurements or [])
     current = weight(model, study.get_trials(deepcopy=False), maximizes(study), finished.number)
     with lock():
         records.write_study(study, warm_weights=[current])
-    if queue:
-        queue_next(study, space, current, lock)
-    return current
+    return WarmStep(model, current)
 
 
-def queue_next(study: optuna.Study, space: SearchSpace, current: WarmWeight,
+def queue_next(study: optuna.Study, space: SearchSpace, warm: WarmStep,
                lock: Callable[[], AbstractContextManager]) -> None:  # fmt: skip
-    """While the prior's weight ``current`` is trusted, queue the configuration it ranks first (under ``lock``)."""
-    if current.weight < TRUST:
+    """While the prior's weight is trusted, queue the configuration it ranks first (under ``lock``: one worker queues
+    at a time)."""
+    if warm.weight.weight < TRUST:
         return
-    model = WarmModel(StudyRecord.of(study).warm_measurements or [])
-    ranked = ranking(space, model, current.weight)  # outside the lock: slow
+    ranked = ranking(space, warm.model, warm.weight.weight)  # outside the lock: slow
     with lock():
         fixed = next_configuration(study, space, ranked)
         if fixed is not None:

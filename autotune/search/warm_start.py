@@ -255,9 +255,9 @@ def first_configurations(space: SearchSpace, snap: WarmSnapshot,
     """
     chosen: list[FixedConfiguration] = []
     seen = [b.params for b in baselines]
-    # with the sources' residuals the calibrated model knows the runners-up's errors and ranks them with the rest of
-    # the space: queued ahead of it, they are launches spent where it sees better (a moved optimum: SGLang's workload
-    # pair 118 -> 87 node-minutes to 99%, benchmarks/transfer_efficiency.py)
+    # queued ahead of the calibration, the runners-up are launches spent where it sees better (4 seeds of the SGLang
+    # workload pair of benchmarks/transfer_efficiency.py, with the residuals: 105 node-minutes to 99% with three, 87
+    # with the best alone)
     first = 1 if snap.residuals else WARM_FIRST
     for measurement in snap.measurements:
         if len(chosen) >= first:
