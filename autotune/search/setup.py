@@ -29,9 +29,11 @@ log = logging.getLogger(__name__)
 
 # The prior's picks differ from each other in at least this many launch knobs. The top of a ranking is often one
 # configuration at several batch limits; a pick one knob from an earlier one measures what the calibration will learn
-# from that pick's neighbours anyway, while picks further apart show it each knob moving. On the mix landscapes
-# (median node-minutes to 99% of the mix optimum, 10 seeds) DeepSeek on SGLang 650 -> 414, Llama 462 -> 411; three
-# knobs apart leaves too few picks (899, 475).
+# from that pick's neighbours anyway, while picks further apart show it each knob moving. Median node-minutes to 99%
+# of the mix optimum, 10 seeds (mix_efficiency-prior-spread-2026-12-07.txt): mix studies SGLang 650 -> 414, Llama
+# 462 -> 411, Qwen 198 -> 130, TRT-LLM 158 -> 190; the six one-workload studies of Llama 890 -> 592 added up, of
+# TRT-LLM 1497 -> 1765; search_efficiency's landscapes unchanged (their top picks were apart already). Three knobs
+# apart left too few picks (SGLang 899, Llama 475).
 PRIOR_SPREAD = 2
 
 
