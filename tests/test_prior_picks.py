@@ -24,11 +24,14 @@ RANKING = [  # best first: the top is one layout at three batch limits
 ]
 
 
-def _picks(monkeypatch, prior_trials: int, baselines: list[dict] = ()) -> list[dict]:
+def _space(monkeypatch, prior_trials: int) -> SimpleNamespace:
     monkeypatch.setattr(setup, "prior_model", lambda space: "analytic")
     monkeypatch.setattr(setup, "rank", lambda space, model: RANKING)
-    space = SimpleNamespace(engines={"vllm": None}, search=Search(prior_trials=prior_trials))
-    return [params for params, _ in setup._prior_params(space, list(baselines), room=10)]
+    return SimpleNamespace(engines={"vllm": None}, search=Search(prior_trials=prior_trials))
+
+
+def _picks(monkeypatch, prior_trials: int, baselines: list[dict] = ()) -> list[dict]:
+    return [params for params, _ in setup._prior_params(_space(monkeypatch, prior_trials), list(baselines), room=10)]
 
 
 def test_the_picks_are_the_best_ranked_each_two_knobs_from_the_others(monkeypatch) -> None:
@@ -44,3 +47,17 @@ def test_the_picks_are_the_best_ranked_each_two_knobs_from_the_others(monkeypatc
 def test_a_baseline_is_not_a_pick_and_the_budget_caps_them(monkeypatch) -> None:
     assert _picks(monkeypatch, prior_trials=1, baselines=[RANKING[0].params]) == [RANKING[1].params]
     assert _picks(monkeypatch, prior_trials=0) == []
+
+
+def test_a_warm_started_study_takes_the_rankings_top_as_it_is(monkeypatch) -> None:
+    space = _space(monkeypatch, prior_trials=4)
+    baseline = {"layout": "tp=1", "max_num_batched_tokens": 2048, "kv_cache_dtype": None}
+    monkeypatch.setattr(setup, "baseline_params", lambda space, engine: baseline)
+
+    def prior_picks(warm: bool) -> list[dict]:
+        first = setup.first_configurations(space, n_trials=10, warm=warm)
+        assert first[0].params == baseline and first[0].marks.get("baseline")
+        return [f.params for f in first[1:]]
+
+    assert prior_picks(warm=True) == [r.params for r in RANKING[:4]]
+    assert prior_picks(warm=False) == [RANKING[0].params, RANKING[4].params, RANKING[5].params]
