@@ -1,9 +1,8 @@
 """The prior: before the first real launch, rank the space's launch configurations with a performance model.
 
 Each configuration that passes the static rules is evaluated by the simulator in process (no GPU; the backend
-``autotune.search.backends.prediction_backend`` hands out) at every load of the space; its predicted value is its best
-SLO-feasible load's objective. The study enqueues the few best (``search.prior_trials``, in a cold study each two
-knobs or more from the others, marked ``prior`` in the dashboard) and the sampler takes over from there: the prior
+``autotune.search.backends.prediction_backend`` hands out) at every load of the space; its predicted value is its best SLO-feasible load's objective. The study enqueues the few
+best (``search.prior_trials``, marked ``prior`` in the dashboard) and the sampler takes over from there: the prior
 orders the first launches, it never removes a configuration from the space.
 
 The model is the analytic one (``autotune.sim.analytic``) or aiconfigurator (optional extra). ``prior: auto`` picks

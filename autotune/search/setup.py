@@ -27,17 +27,6 @@ from autotune.space.schema import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
 
 log = logging.getLogger(__name__)
 
-# A cold study's prior picks differ from each other in at least this many launch knobs. The top of a ranking is
-# often one configuration at several batch limits; a pick one knob from an earlier one measures what the calibration
-# will learn from that pick's neighbours anyway, while picks further apart show it each knob moving. Median
-# node-minutes to 99% of the mix optimum, 10 seeds (mix_efficiency-prior-spread-2026-12-07.txt): mix studies SGLang
-# 650 -> 414, Llama 462 -> 411, Qwen 198 -> 130, TRT-LLM 158 -> 190; the six one-workload studies of Llama 890 -> 592
-# added up, of TRT-LLM 1497 -> 1765; search_efficiency's landscapes unchanged (their top picks were apart already).
-# Three knobs apart left too few picks (SGLang 899, Llama 475). A warm-started study takes the ranking's top as it
-# is: its sources' measurements already show the calibration the knobs moving, and spread picks there cost the
-# transfer benchmark's moved-optimum pairs 98 -> 106 and 71 -> 88 node-minutes (pooled warm/cold 0.30 -> 0.38).
-PRIOR_SPREAD = 2
-
 
 def open_study(space: SearchSpace, name: str, storage, sampler: optuna.samplers.BaseSampler,
                pruner: optuna.pruners.BasePruner) -> optuna.Study:  # fmt: skip
@@ -54,15 +43,14 @@ def first_queued(study: optuna.Study) -> bool:
     return records.StudyRecord.of(study).first_queued
 
 
-def first_configurations(space: SearchSpace, n_trials: int, on_status: StatusCallback = no_status,
-                         warm: bool = False) -> list[FixedConfiguration]:  # fmt: skip
+def first_configurations(space: SearchSpace, n_trials: int,
+                         on_status: StatusCallback = no_status) -> list[FixedConfiguration]:  # fmt: skip
     """What the study launches first: each engine's baseline (as many as the budget has room for), then the prior's
-    best-predicted configurations (``PRIOR_SPREAD`` knobs apart unless the study is ``warm``-started). Computed
-    outside the budget lock: the prior's ranking can take minutes."""
+    best-predicted configurations. Computed outside the budget lock: the prior's ranking can take minutes."""
     baselines = [baseline_params(space, engine) for engine in list(space.engines)[:n_trials]]
     first = [FixedConfiguration(params, records.stored(baseline=True)) for params in baselines]
-    picks = _prior_params(space, baselines, n_trials - len(baselines), 1 if warm else PRIOR_SPREAD, on_status)
-    for position, (params, predicted) in enumerate(picks, 1):
+    for position, (params, predicted) in enumerate(_prior_params(space, baselines, n_trials - len(baselines),
+                                                                 on_status), 1):  # fmt: skip
         first.append(FixedConfiguration(params, records.stored(prior=position, prior_predicted=predicted)))
     return first
 
@@ -132,10 +120,9 @@ def with_engine(space: SearchSpace, engine: str, params: dict) -> dict:
     return {ENGINE_PARAM: engine, **params} if len(space.engines) > 1 else params
 
 
-def _prior_params(space: SearchSpace, baselines: list[dict], room: int, spread: int = PRIOR_SPREAD,
+def _prior_params(space: SearchSpace, baselines: list[dict], room: int,
                   on_status: StatusCallback = no_status) -> list[tuple[dict, float]]:  # fmt: skip
-    """The prior's best-predicted launch configurations (not the baselines), at most ``search.prior_trials``, each
-    ``spread`` knobs or more from the others."""
+    """The prior's best-predicted launch configurations (not the baselines), at most ``search.prior_trials``."""
     model = prior_model(space)
     if model is None or room <= 0 or space.search.prior_trials == 0:
         return []
@@ -145,15 +132,10 @@ def _prior_params(space: SearchSpace, baselines: list[dict], room: int, spread: 
         params = with_engine(space, ranked.engine, ranked.params)
         if ranked.predicted is None or len(chosen) >= min(room, space.search.prior_trials):
             break
-        if params not in baselines and all(_knobs_apart(params, other) >= spread for other, _ in chosen):
+        if params not in baselines:
             chosen.append((params, round(ranked.predicted, 3)))
     log.info("prior (%s model): queued %d configurations", model, len(chosen))
     return chosen
-
-
-def _knobs_apart(params: dict, other: dict) -> int:
-    """In how many knobs two launch configurations differ (another engine: in every one)."""
-    return sum(params.get(name) != other.get(name) for name in params.keys() | other.keys())
 
 
 def refuse_all_infeasible(space: SearchSpace) -> None:

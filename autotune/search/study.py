@@ -115,8 +115,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         raise UsageError(f"--warm-start: study {options.name!r} was made already, without a warm start, and a warm "
                          "start is taken when a study is made; fix: drop --warm-start to go on with it, or give a "
                          "new --study name")  # fmt: skip
-    warm_started = bool(options.warm_start)
-    first = study_setup.first_configurations(space, options.n_trials, on_status, warm_started) if fresh else []
+    first = study_setup.first_configurations(space, options.n_trials, on_status) if fresh else []
     # read outside the lock (other storages); a study made already keeps what it was started with
     warm = warm_start.snapshot(space, list(options.warm_start)) if fresh and options.warm_start else None
     if warm is not None:  # the sources' best few, measured again, placed among the baselines (warm_start)
