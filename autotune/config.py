@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from packaging.version import InvalidVersion, Version
@@ -78,6 +79,14 @@ class Speculation:
     num_draft_tokens: int | None = None
 
 
+def split_revision(model: str) -> tuple[str, str | None]:
+    """``ORG/NAME@REV`` as (``ORG/NAME``, ``REV``); a model without ``@``, or an existing local path, as it is."""
+    name, at, revision = model.partition("@")
+    if not at or not revision or Path(model).expanduser().exists():
+        return model, None
+    return name, revision
+
+
 class ServerConfig(BaseModel):
     """One point of the search space, in canonical knobs; frozen and validated.
 
@@ -131,9 +140,19 @@ class ServerConfig(BaseModel):
         return Speculation("eagle", num_steps=steps, topk=topk, num_draft_tokens=draft)
 
     @property
+    def model_id(self) -> str:
+        """The model without a pinned revision: ``ORG/NAME`` of ``ORG/NAME@REV`` (a local path as it is)."""
+        return split_revision(self.model)[0]
+
+    @property
+    def model_revision(self) -> str | None:
+        """The hub revision pinned with ``@`` (a branch, tag or commit), or None."""
+        return split_revision(self.model)[1]
+
+    @property
     def api_model_name(self) -> str:
-        """The name clients put in the ``model`` field of a request."""
-        return self.served_model_name or self.model
+        """The name clients put in the ``model`` field of a request (an engine serves a model under its id)."""
+        return self.served_model_name or self.model_id
 
     def knobs(self) -> dict[str, Any]:
         """The knobs that are set (not None, not empty), in field order."""

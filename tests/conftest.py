@@ -53,3 +53,39 @@ def quickstart_studies(tmp_path_factory) -> Path:
     assert done.returncode == 0, done.stderr
     (studies / "run.out").write_text(done.stdout)
     return studies
+
+
+def tiny_tokenizer_file(path: Path) -> Path:
+    """A word-level tokenizer.json at ``path`` (its directory made): enough to count and make prompts."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(models.WordLevel({"<unk>": 0} | {f"w{i}": i + 1 for i in range(200)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(path))
+    return path
+
+
+def provide_first_launch_needs(directory: Path, monkeypatch: pytest.MonkeyPatch, *spaces: Path) -> None:
+    """Make what the spaces' first launch needs, as a GPU node has it, and run from ``directory``: each engine's model
+    (a local directory with its tokenizer, or a hub id's tokenizer in an offline Hugging Face cache) and each file a
+    launch reads (a chat template)."""
+    from autotune.search.preflight import preflight
+    from autotune.space.files import load_space
+    from autotune.testing.hub_cache import save_to_hub_cache
+
+    monkeypatch.chdir(directory)
+    monkeypatch.setenv("HF_HOME", str(directory / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tokenizer = tiny_tokenizer_file(directory / "tokenizer" / "tokenizer.json")
+    for path in spaces:
+        space = load_space(path)
+        for engine in space.engines:
+            model = space.default_point(engine).server.model
+            if "/" in model and not model.startswith((".", "/")) and model.count("/") == 1:
+                save_to_hub_cache(tokenizer.parent, directory / "hf", model.partition("@")[0])
+            else:
+                tiny_tokenizer_file(Path(model) / "tokenizer.json")
+        for check in preflight(space, path, datasets=False):
+            if check.check == "file" and not check.ok:
+                Path(check.detail.partition(" (")[0]).expanduser().write_text("{{ messages }}")

@@ -18,6 +18,7 @@ from autotune.engines import get_engine
 from autotune.errors import EngineNotInstalled
 from autotune.serving.process import check_executable, prove_engine_starts
 from autotune.space.files import load_space
+from tests.conftest import tiny_tokenizer_file
 from tests.study.conftest import autotune
 
 MISSING = [sys.executable, "-m", "no_such_module_xyz"]
@@ -30,7 +31,13 @@ def _space(tmp_path: Path, executable: list[str], env: dict[str, str] | None = N
         "hardware": {"gpus": 0},
         "engines": {engine: {"executable": executable, "fixed": {"model": "some-model", "env": env or {}}}},
         "params": {"max_num_seqs": {"choices": [2, 8], "default": 2}},
-        "workload": {"dataset": "random", "num_prompts": 8, "input_len": 16, "output_len": 8},
+        "workload": {
+            "dataset": "random",
+            "num_prompts": 8,
+            "input_len": 16,
+            "output_len": 8,
+            "tokenizer": str(tiny_tokenizer_file(tmp_path / "tokenizer.json")),
+        },  # the model's is not here
         "objective": {"metrics": [{"name": "total_token_throughput"}]},
     }
     path = tmp_path / "space.yaml"
@@ -107,7 +114,7 @@ def test_doctor_exits_1_with_the_fix_on_one_line(tmp_path) -> None:
     engine = next(c for c in json.loads(done.stdout)["checks"] if c["check"] == "engine sglang")
     assert not engine["ok"]
     error = done.stderr.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith("autotune: error: 1 engine(s) of ") and "fix: " in error[0]
+    assert len(error) == 1 and error[0].startswith("autotune: error: 1 check(s) of ") and "fix: " in error[0]
 
 
 def test_study_run_checks_a_python_module_engine_before_any_launch(tmp_path) -> None:

@@ -40,7 +40,12 @@ def finished(tmp_path_factory) -> tuple[Path, str, Path]:
     """A one-trial study of the template space: its studies directory, `study run`'s output and the space."""
     tmp_path = tmp_path_factory.mktemp("printed")
     space, studies = template_space(tmp_path), tmp_path / "studies"
-    done = autotune("study", "run", str(space), "--n-trials", "1", "--executable", ENGINE, studies=studies)
+    node = tmp_path / "node"  # where the study runs: the template is there (study run checks it before a launch)
+    (node / TEMPLATE).parent.mkdir(parents=True)
+    (node / TEMPLATE).write_text("{{ messages }}")
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"}
+    done = subprocess.run([sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "1",
+                           "--executable", ENGINE], cwd=node, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return studies, done.stdout, space
 
@@ -80,7 +85,9 @@ def test_study_best_flags_the_file_the_launch_reads(finished) -> None:
     assert printed.returncode == 0, printed.stderr
     lines = printed.stdout.splitlines()
     flag = lines.index(f"# this file must exist on the node: {TEMPLATE} (chat_template)")
-    assert f"--chat-template {TEMPLATE}" in lines[flag + 1] and f"--port {DEFAULT_PORT}" in lines[flag + 1]
+    # the launch reads the file where the study ran (an absolute path once it was found there)
+    assert "--chat-template /" in lines[flag + 1] and f"{TEMPLATE.removeprefix('.')} " in lines[flag + 1]
+    assert f"--port {DEFAULT_PORT}" in lines[flag + 1]
     as_json = json.loads(autotune("study", "best", "--json", studies=studies).stdout)
     assert as_json["files_needed"] == {"chat_template": TEMPLATE}
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.space.files import load_space
-from tests.conftest import DATA, SPACES
+from tests.conftest import DATA, SPACES, provide_first_launch_needs
 
 runner = CliRunner()
 VALID = yaml.safe_load((SPACES / "vllm-cpu-tiny.yaml").read_text())
@@ -141,8 +141,15 @@ def test_missing_file(tmp_path: Path) -> None:
     assert_one_line_error(path, result, "cannot read")
 
 
+@pytest.fixture(autouse=True)
+def _first_launch_needs(tmp_path_factory, monkeypatch) -> None:
+    """What the shipped spaces' first launch needs, there (validate checks it): models' tokenizers, chat templates."""
+    provide_first_launch_needs(tmp_path_factory.mktemp("node"), monkeypatch, *SPACES.glob("*.yaml"))
+
+
 def test_valid_spaces_pass(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # where a space's relative workload path is read
+    provide_first_launch_needs(tmp_path, monkeypatch, *SPACES.glob("*.yaml"))
     (tmp_path / VALID_MULTI_DATASET).write_bytes(SHAREGPT.read_bytes())
     for path in SPACES.glob("*.yaml"):
         result = runner.invoke(app, ["space", "validate", str(path)])

@@ -20,6 +20,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from autotune.bench.dataset_files import count_records, json_array_items, jsonl_lines, shuffled_first
+from autotune.bench.fetch import sharegpt_file
 from autotune.engines.models import load_tokenizer as load_tokenizer  # also read by engines (which import no bench)
 from autotune.errors import UsageError
 from autotune.space.mix import RequestClass, class_counts, mix_counts
@@ -133,8 +134,22 @@ def mix_requests(workload: Workload, tokenizer: Tokenizer | None, seed: int, eve
     return [next(queues[index]) for index in order]
 
 
+def needs_tokenizer(workload: Workload) -> bool:
+    """Whether the workload's prompts are made or cut with the model's tokenizer (random and ShareGPT prompts; a
+    JSONL file's are counted with it where it is found, else sent as they are)."""
+    datasets = {c.dataset for c in workload.classes or ()} if workload.dataset == "mix" else {workload.dataset}
+    return bool(datasets & {"random", "sharegpt"})
+
+
 def dataset_path(workload: Workload) -> Path:
-    """The file of a ShareGPT or JSONL workload, as written (a relative path starts in the working directory)."""
+    """The file of a ShareGPT or JSONL workload: as written (a relative path starts in the working directory), else
+    a ShareGPT file of that name that ``autotune dataset fetch`` put in the cache (``autotune.bench.fetch``).
+
+    Raises:
+        UsageError: a ShareGPT workload whose file is in neither place (with where to get it), or no path at all.
+    """
+    if workload.dataset == "sharegpt":
+        return sharegpt_file(workload.path)
     if workload.path is None:
         raise UsageError(
             f"the {workload.dataset} dataset needs a file; fix: set workload.path (bench: --dataset-path FILE)"

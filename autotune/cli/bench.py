@@ -20,6 +20,7 @@ from autotune.bench.metrics import format_block
 from autotune.bench.mix import format_classes
 from autotune.bench.runner import run_benchmark
 from autotune.engines import get_engine
+from autotune.engines.hub import resolve_tokenizer
 from autotune.errors import AutotuneError, UsageError
 from autotune.space.schema import Workload
 
@@ -30,7 +31,11 @@ def bench(
     base_url: Annotated[str, typer.Option(help="server address, e.g. http://127.0.0.1:8000")],
     model: Annotated[str, typer.Option(help="model name the server answers to")],
     tokenizer: Annotated[
-        Path | None, typer.Option(help="tokenizer.json or a model directory (random/sharegpt need it)")
+        str | None,
+        typer.Option(
+            help="tokenizer.json, a model directory, or a hub id ORG/NAME[@REV] found in the Hugging Face cache "
+            "(or its tokenizer downloaded); random/sharegpt need it"
+        ),
     ] = None,
     endpoint: Annotated[str, typer.Option(help="/v1/completions or /v1/chat/completions")] = "/v1/completions",
     dataset: Annotated[str, typer.Option(help="random, sharegpt, jsonl or mix (of --class)")] = "random",
@@ -105,13 +110,13 @@ def bench(
     printed = tuple(float(p) for p in percentiles.split(","))
     headers = workload.headers | bearer(os.environ.get(api_key_env))
     check_server(base_url, headers)
-    tok = datasets.load_tokenizer(tokenizer) if tokenizer else None
+    tok = resolve_tokenizer(tokenizer).load() if tokenizer else None
     options = ClientOptions(base_url, model, endpoint, ignore_eos, request_timeout, stall_timeout,
                             extra_body=workload.extra_body, headers=headers, extensions=adapter.request_extensions,
                             chat_length_field=adapter.chat_length_field)  # fmt: skip
     with _progress_bar(num_prompts, quiet=as_json) as hook:
         result = run_benchmark(options, workload, tok, goodput=slos, percentiles=printed, shards=shards,
-                               on_progress=hook, tokenizer_id=str(tokenizer) if tokenizer else None)  # fmt: skip
+                               on_progress=hook, tokenizer_id=tokenizer)  # fmt: skip
     if save_result:
         save_result.write_text(json.dumps(result.to_vllm_json()))
     print(json.dumps(result.to_vllm_json()) if as_json else format_block(result, printed))

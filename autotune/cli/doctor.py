@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import json
 import platform
 import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import optuna
 from rich.console import Console
@@ -19,31 +17,33 @@ from rich.table import Table
 
 from autotune import __version__
 from autotune.cli.options import JsonOpt, SpaceArg, storage_urls
-from autotune.config import FILE_KNOBS, names_a_file
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError
+from autotune.search.preflight import preflight
 from autotune.search.study import engine_as_launched, open_storage
 from autotune.serving.process import program_missing, prove_engine_starts
 from autotune.settings import Settings
-from autotune.space.files import load_space
-from autotune.space.schema import ChoiceParam, SearchSpace, TiedParam
+from autotune.space.files import find_space, load_space
+from autotune.space.schema import SearchSpace
 
 _EXTRAS = {"optuna_dashboard": "dashboard", "psycopg": "postgres", "aiconfigurator": "aiconfigurator"}
 
 
 def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None:
-    """Check what a study of SPACE needs: each engine's executable and version, GPUs and their free memory, optional
-    extras, the storage, and the studies directory. Exit 1 when an engine of the space cannot be started."""
+    """Check what a study of SPACE needs: each engine's executable and version, the workload's dataset, the model's
+    tokenizer (and where it was found), files the engines read, GPUs and their free memory, optional extras, the
+    storage, and the studies directory. Exit 1 when an engine cannot be started or a launch lacks what it needs."""
     space = load_space(space_ref)
     checks = [{"check": "autotune", "ok": True, "detail": f"{__version__} (Python {platform.python_version()})"}]
     checks += _engine_checks(space)
-    checks += (files := _file_checks(space))
+    needs = [(check.model_dump(exclude={"needed", "key"}), check.fails) for check in preflight(space, find_space(space_ref))]
+    checks += [shown for shown, _ in needs]
     checks.append(_gpu_check(space.hardware.gpus))
     checks += [_extra_check(module, extra) for module, extra in _EXTRAS.items()]
     checks += [_storage_check(), _studies_dir_check()]
-    # only an engine that cannot start fails the run; the rest are facts to act on
+    # an engine that cannot start, or what no launch can do without, fails the run; the rest are facts to act on
     failed = [c for c in checks if c["check"].startswith("engine") and not c["ok"] and not c.get("unproven")]
-    failed += [c for c in files if not c["ok"] and space.simulate is None]  # a real launch cannot start without them
+    failed += [shown for shown, fails in needs if fails]
     if as_json:
         print(json.dumps({"space": str(space_ref), "ok": not failed, "checks": checks}, indent=1))
     else:
@@ -54,8 +54,8 @@ def doctor(space_ref: SpaceArg = "quickstart", as_json: JsonOpt = False) -> None
             table.add_row(check["check"], status, escape(check["detail"]))
         Console().print(table)
     if failed:
-        raise AutotuneError(f"{len(failed)} engine(s) of {space_ref} cannot be started: "
-                            + "; ".join(c["detail"] for c in failed))  # fmt: skip
+        raise AutotuneError(f"{len(failed)} check(s) of {space_ref} fail, so no launch can start: "
+                            + " | ".join(f"{c['check']}: {c['detail']}" for c in failed))  # fmt: skip
 
 
 def _engine_checks(space: SearchSpace) -> list[dict]:
@@ -133,22 +133,3 @@ def _studies_dir_check() -> dict:
     except OSError as exc:
         return {"check": "studies directory", "ok": False, "detail": f"{directory}: not writable ({exc.strerror})"}
     return {"check": "studies directory", "ok": True, "detail": f"{directory.resolve()} writable"}
-
-
-def _file_checks(space: SearchSpace) -> list[dict]:
-    """Each file a launch of the space may read (a chat template), looked for from here: where `study run` starts."""
-    readers: dict[str, set[str]] = {}  # path -> "engine knob" of the launches that read it
-    for engine, section in space.engines.items():
-        settings = [space.fixed, section.fixed] + [param.knob_values(name.split(".", 1)[-1], value)
-                                                   for name, param in space.engine_params(engine).items()
-                                                   if isinstance(param, ChoiceParam | TiedParam)
-                                                   for value in param.values()]  # fmt: skip
-        for knobs, knob in itertools.product(settings, FILE_KNOBS):
-            if path := names_a_file(knob, knobs.get(knob)):
-                readers.setdefault(path, set()).add(f"{engine} {knob}")
-    checks = []
-    for path, users in sorted(readers.items()):
-        where, ok = ", ".join(sorted(users)), Path(path).expanduser().is_file()
-        fix = f"no such file; fix: put it at {Path(path).expanduser().absolute()} or change {where} in the space"
-        checks.append({"check": "file", "ok": ok, "detail": f"{path} ({where}): {'found' if ok else fix}"})
-    return checks

@@ -15,7 +15,8 @@ from rich.table import Table
 from autotune.cli.options import JsonOpt, SpaceArg
 from autotune.engines import broken_rules, get_engine
 from autotune.engines.models import resolve_model
-from autotune.space.files import check_dataset, find_space, load_space, shipped_spaces
+from autotune.search.preflight import check_before_launch
+from autotune.space.files import find_space, load_space, shipped_spaces
 from autotune.space.schema import ENUMERATION_LIMIT, ChoiceParam, FloatParam, IntParam, SearchSpace, TiedParam
 
 app = typer.Typer(no_args_is_help=True, help="List, validate and inspect search spaces.")
@@ -43,9 +44,10 @@ def list_spaces(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def validate(file: SpaceArg) -> None:
-    """Check a space, and its workload's file; exit 2 with one line naming the key path and the fix if it is invalid."""
+    """Check a space and what its first launch needs (the workload's file, the model's tokenizer, files the engine
+    reads); exit 2 with one line naming the key path or the missing thing, and the fix."""
     space = load_space(file)
-    check_dataset(space, find_space(file))
+    check_before_launch(space, find_space(file))
     sizes = ", ".join(f"{engine}: {_count(space.size(engine))}" for engine in space.engines)
     print(f"{file}: valid ({sizes} points)")
 

@@ -10,7 +10,6 @@ import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
 from packaging.version import Version
@@ -18,9 +17,10 @@ from tokenizers import Tokenizer
 
 from autotune.config import KNOBS, Hardware, ServerConfig
 from autotune.engines.defaults import InitDefaults, ServingDefaults
+from autotune.engines.hub import TokenizerSource, resolve_tokenizer
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
-from autotune.engines.models import ModelInfo, load_tokenizer, resolve_model
+from autotune.engines.models import ModelInfo, resolve_model
 from autotune.engines.readiness import Readiness, lists_model
 from autotune.errors import EngineDefinitionError, FailureKind, UnsupportedConfig
 
@@ -315,9 +315,19 @@ class Engine(ABC):
         """The command a user runs for ``config`` (the launch itself, except where a simulator stands in)."""
         return self.launch_spec(config, port, host)
 
-    def tokenizer(self, config: ServerConfig) -> Tokenizer | None:
-        """The tokenizer the benchmark counts prompt lengths with: the model's own, when it is a local directory."""
-        return load_tokenizer(config.model) if (Path(config.model) / "tokenizer.json").exists() else None
+    def tokenizer_source(self, config: ServerConfig, override: str | None = None,
+                         download: bool = True) -> TokenizerSource:  # fmt: skip
+        """Where the model's tokenizer is, found as the engine finds it (``autotune.engines.hub``): ``override``
+        (``workload.tokenizer``), the model's directory, or the Hugging Face cache of the engine's environment.
+
+        Raises:
+            UsageError: it is nowhere to be found, with the fix.
+        """
+        return resolve_tokenizer(config.model, config.env, override, download)
+
+    def tokenizer(self, config: ServerConfig, override: str | None = None, download: bool = True) -> Tokenizer:
+        """The tokenizer the benchmark counts prompt lengths with: the model's own (``tokenizer_source``)."""
+        return self.tokenizer_source(config, override, download).load()
 
     def layout(self, config: ServerConfig) -> Layout:
         """How a launch of ``config`` places the model on GPUs: the one answer the static rules, the simulator,

@@ -15,6 +15,7 @@ from typing import Literal
 
 from tokenizers import Tokenizer
 
+from autotune.config import split_revision
 from autotune.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def resolve_model(model: str) -> ModelInfo | None:
     A local directory with a config.json wins; otherwise the last path component is looked up in the profiles,
     case-insensitively, so ``/workspace/DeepSeek-v3.2`` and ``deepseek-ai/DeepSeek-V3.2`` are the same model.
     """
-    path = Path(model)
+    path = Path(split_revision(model)[0])
     if (path / "config.json").is_file():
         try:
             return _from_config_dir(path)

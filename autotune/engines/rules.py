@@ -56,6 +56,21 @@ CONTEXT_WITHIN_MODEL = Rule(
 )
 
 
+def _no_revision(engine: str):
+    def test(ctx: RuleContext) -> str | None:
+        if revision := ctx.config.model_revision:
+            return (f"{engine} takes no hub revision (@{revision}); fix: download that revision "
+                    f"(`hf download {ctx.config.model_id} --revision {revision} --local-dir DIR`) and name DIR")  # fmt: skip
+        return None
+
+    return test
+
+
+def no_revision_rule(engine: str) -> Rule:
+    return Rule("model-revision", "the model is not pinned with @REVISION (the engine has no revision flag)",
+                _no_revision(engine))  # fmt: skip
+
+
 def _only_mtp(engine: str):
     def test(ctx: RuleContext) -> str | None:
         spec = ctx.config.speculation

@@ -147,7 +147,8 @@ class SglangEngine(Engine):
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
         cfg, renamed = config, version >= _RENAMES_SINCE
-        out = ArgvBuilder([*self.executable, "--model-path", cfg.model])
+        out = ArgvBuilder([*self.executable, "--model-path", cfg.model_id])
+        out.option("--revision", cfg.model_revision)
         out.option("--tp-size", cfg.tp)
         out.option("--pp-size", cfg.pp)
         out.option("--dp-size", cfg.dp)

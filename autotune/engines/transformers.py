@@ -17,6 +17,7 @@ from packaging.version import Version
 from autotune.config import ServerConfig
 from autotune.engines.base import ArgvBuilder, Engine, LaunchSpec, Rule, RuleContext, log_patterns
 from autotune.engines.readiness import Readiness, answers_a_request
+from autotune.engines.rules import no_revision_rule
 from autotune.errors import FailureKind
 
 # the knobs that configure the continuous-batching scheduler (--cb-*): meaningless, and ignored, without it
@@ -74,6 +75,7 @@ class TransformersEngine(Engine):
         (FailureKind.BAD_FLAG, r"No such option|Invalid value for|Got unexpected extra argument"),
     )
     rules = (
+        no_revision_rule("transformers serve"),
         Rule("one-device", "one model copy on one device", _one_gpu),
         Rule(
             "cb-knobs-need-continuous-batching",

@@ -15,7 +15,14 @@ from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefault
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
 from autotune.engines.models import ModelInfo
-from autotune.engines.rules import CONTEXT_WITHIN_MODEL, EP_DIVIDES_TP, GPU_COUNT, WEIGHTS_FIT, only_mtp_rule
+from autotune.engines.rules import (
+    CONTEXT_WITHIN_MODEL,
+    EP_DIVIDES_TP,
+    GPU_COUNT,
+    WEIGHTS_FIT,
+    no_revision_rule,
+    only_mtp_rule,
+)
 from autotune.errors import FailureKind
 
 EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
@@ -100,6 +107,7 @@ class TrtllmEngine(Engine):
         ),
         Rule("kv-cache-dtype", "KV cache dtype is auto or fp8", _kv_dtype),
         only_mtp_rule("TRT-LLM"),
+        no_revision_rule("trtllm-serve"),
     )
 
     def layout(self, config: ServerConfig) -> Layout:

@@ -140,7 +140,9 @@ class VllmEngine(Engine):
         return Layout.of(tp * pp * dp, dp, bool(config.dp_attention or (config.ep or 1) > 1))
 
     def render(self, config: ServerConfig, version: Version, port: int | None, host: str) -> LaunchSpec:
-        cfg, out = config, ArgvBuilder([*self.executable, "serve", config.model])
+        cfg, out = config, ArgvBuilder([*self.executable, "serve", config.model_id])
+        out.option("--revision", cfg.model_revision)  # the tokenizer at the same revision, as autotune counts with
+        out.option("--tokenizer-revision", cfg.model_revision)
         out.option("-tp", cfg.tp)
         out.option("-pp", cfg.pp)
         out.option("-dp", cfg.dp)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import optuna
 
 from autotune import records
+from autotune.bench.datasets import needs_tokenizer
 from autotune.config import ServerConfig
 from autotune.engines import get_engine
 from autotune.engines.base import API_KEY_FLAG
+from autotune.engines.hub import TOKENIZER_FILE, resolve_tokenizer
+from autotune.errors import UsageError
 from autotune.space.mix import RequestClass
 from autotune.space.schema import Workload
 
@@ -61,9 +63,14 @@ def _config(trial: optuna.trial.FrozenTrial) -> ServerConfig:
 
 
 def _tokenizer(config: ServerConfig, workload: Workload) -> str | None:
-    # random and sharegpt prompts are made with the model's tokenizer; JSONL prompts only count with it if local
-    local = (Path(config.model) / "tokenizer.json").exists()
-    return config.model if local or workload.dataset != "jsonl" else None
+    """The ``--tokenizer`` of the line: the directory the study's tokenizer resolves to here (absolute: the line runs
+    from any directory; a directory, as ``vllm bench`` takes it too), else the model or ``workload.tokenizer`` as
+    written (a hub id resolves from the cache where the line runs). JSONL prompts count with it only where found."""
+    try:
+        file = resolve_tokenizer(config.model, config.env, workload.tokenizer, download=False).file
+        return str(file.parent if file.name == TOKENIZER_FILE else file)
+    except UsageError:
+        return (workload.tokenizer or config.model) if needs_tokenizer(workload) else None
 
 
 def bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT,

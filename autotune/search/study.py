@@ -29,11 +29,11 @@ from autotune.search.locks import budget_lock
 from autotune.search.objective import Objective, TrialEnvironment
 from autotune.search.orphans import KillOrphanAndRetry as _KillOrphanAndRetry  # open_storage's stale callback
 from autotune.search.orphans import end_dead_workers_trials
+from autotune.search.preflight import check_before_launch
 from autotune.search.status import StatusCallback, no_status
 from autotune.search.storage import open_storage
 from autotune.serving.gpus import GpuPool, node_lock_dir
 from autotune.serving.process import check_executable
-from autotune.space.files import check_dataset
 from autotune.space.schema import SearchSpace
 
 __all__ = ["PreparedStudy", "RunOptions", "create_or_load", "default_storage", "open_storage", "prepare_study"]
@@ -167,7 +167,7 @@ def prepare_study(space: SearchSpace, space_path: Path, options: RunOptions,
         AutotuneError: an engine executable is missing, every configuration breaks a rule, the storage cannot be
             opened, or the study was made with another space (or without the warm start asked now).
     """
-    check_dataset(space, space_path)
+    check_before_launch(space, space_path)
     for engine in space.engines if space.simulate is None else ():  # the simulator runs instead
         check_executable(*engine_as_launched(space, engine, options.executables))
     study_setup.refuse_all_infeasible(space)

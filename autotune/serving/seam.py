@@ -21,12 +21,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from tokenizers import Tokenizer
+
 from autotune.bench.client import ClientOptions, bearer
+from autotune.bench.datasets import needs_tokenizer
 from autotune.bench.results import BenchmarkResult
 from autotune.bench.runner import Progress, ProgressHook, run_benchmark
 from autotune.config import ServerConfig
 from autotune.engines.base import Engine, LaunchSpec
-from autotune.errors import FailureKind, LaunchFailed, ServerCrashed, ServerStartTimeout
+from autotune.errors import FailureKind, LaunchFailed, ServerCrashed, ServerStartTimeout, UsageError
 from autotune.serving.process import ServerProcess, free_port
 from autotune.space.redact import scrub_file, secret_values
 from autotune.space.schema import Workload
@@ -199,7 +202,7 @@ class Launch:
                                 extensions=self.engine.request_extensions,
                                 chat_length_field=self.engine.chat_length_field)  # fmt: skip
         hook = None if on_progress is None else self._in_engine_time(on_progress)
-        raw = run_benchmark(options, workload, self.engine.tokenizer(self.config), on_progress=hook,
+        raw = run_benchmark(options, workload, self._tokenizer(workload), on_progress=hook,
                             include_requests=False)  # fmt: skip
         result = BenchmarkResult.from_vllm_json(self.engine_time(raw.to_vllm_json()))
         if not self.server.alive():
@@ -215,6 +218,16 @@ class Launch:
             share = "every request" if result.completed == 0 else f"{result.failed} of {total} requests"
             raise LaunchFailed(self._cause_in_log(tail, otherwise), f"ready, but {share} failed: {errors}", tail)
         return result
+
+    def _tokenizer(self, workload: Workload) -> Tokenizer | None:
+        """The model's tokenizer: found (or downloaded) before the first launch, so here it is found again without the
+        network, or fails as the client's input; a JSONL workload without one sends its prompts as they are."""
+        try:
+            return self.engine.tokenizer(self.config, workload.tokenizer, download=False)
+        except UsageError:
+            if needs_tokenizer(workload):
+                raise
+            return None
 
     def engine_time(self, metrics: dict) -> dict:
         """Metrics measured against the server (a result, or a checkpoint's running ones) in the engine's own time:

@@ -60,5 +60,5 @@ class SimulatedEngine(Engine):
     def gpus_used(self, config: ServerConfig) -> int:
         return self.inner.gpus_used(config)
 
-    def tokenizer(self, config: ServerConfig) -> Tokenizer:
+    def tokenizer(self, config: ServerConfig, override: str | None = None, download: bool = True) -> Tokenizer:
         return word_tokenizer()

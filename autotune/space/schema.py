@@ -97,6 +97,9 @@ class Workload(_Strict):
 
     dataset: Literal["random", "sharegpt", "jsonl", "mix"] = "random"
     path: str | None = None
+    # the tokenizer prompts are counted with (a tokenizer.json, a directory holding one, or a hub id); default: the
+    # model's own, from its directory or the Hugging Face cache the engine reads (autotune.engines.hub)
+    tokenizer: str | None = Field(default=None, min_length=1)
     classes: MixClasses = None  # dataset mix: the request classes sent together, their shares (autotune.space.mix)
     endpoint: Literal["/v1/completions", "/v1/chat/completions"] = "/v1/completions"
     input_len: PositiveInt = 1024

@@ -6,7 +6,8 @@
 - ``autotune.testing.seedset``: the simulator's calibration set (the seed study's runs and their configurations);
 - ``autotune.testing.spaces``: spaces written from the shipped ones (the quickstart in direct simulation);
 - ``autotune.testing.vllm_cpu``: real vLLM on CPU with a tiny model, through autotune's launch path;
-- ``autotune.testing.browser``: headless Chromium and ``autotune dashboard`` served for it.
+- ``autotune.testing.browser``: headless Chromium and ``autotune dashboard`` served for it;
+- ``autotune.testing.hub_cache``: a model directory saved in the Hugging Face cache layout (a hub id, offline).
 
 Importing this package imports none of them: each is imported where it is used.
 """
