@@ -15,7 +15,7 @@ import yaml
 
 from autotune.cli.doctor import _engine_checks, doctor
 from autotune.engines import get_engine
-from autotune.errors import EngineNotInstalled
+from autotune.errors import AutotuneError, EngineNotInstalled
 from autotune.serving.process import check_executable, prove_engine_starts
 from autotune.space.files import load_space
 from tests.conftest import tiny_tokenizer_file
@@ -128,3 +128,23 @@ def test_study_run_checks_a_python_module_engine_before_any_launch(tmp_path) -> 
         done.returncode == 1 and error.startswith("autotune: error: engine sglang cannot start: ") and "fix: " in error
     )
     assert not list((tmp_path / "studies").glob(f"{space.name}*"))  # no study made, nothing launched
+
+
+def test_a_missing_tokenizer_answers_without_waiting_for_a_slow_engine(tmp_path, monkeypatch, capsys) -> None:
+    """What stops every launch (here the model's tokenizer: a hub id not in an offline cache) is known in a second;
+    doctor then waits for a slow engine's version only ``_QUICK_PROOF_S``, not the proof's full limit."""
+    monkeypatch.setattr("autotune.cli.doctor._QUICK_PROOF_S", 0.5)
+    monkeypatch.setattr("autotune.serving.process.PROOF_TIMEOUT_S", 600)  # would hang the test if it were waited for
+    monkeypatch.setenv("AUTOTUNE_STUDIES_DIR", str(tmp_path / "studies"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hangs = [sys.executable, str(_script(tmp_path, "import time\ntime.sleep(60)\n"))]
+    space = yaml.safe_load(_space(tmp_path, hangs, engine="vllm").read_text())
+    del space["workload"]["tokenizer"]
+    space["engines"]["vllm"]["fixed"]["model"] = "acme/not-cached"
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
+    with pytest.raises(AutotuneError, match=r"tokenizer \(vllm\): tokenizer.json of acme/not-cached"):
+        doctor(str(tmp_path / "space.yaml"), as_json=True)
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["engine vllm"]["unproven"] and "within 0.5 s: not waited for" in checks["engine vllm"]["detail"]
+    assert not checks["tokenizer (vllm)"]["ok"] and "HF_HUB_OFFLINE is set" in checks["tokenizer (vllm)"]["detail"]
