@@ -25,6 +25,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
+from autotune.records import optuna_private
 from autotune.search.ranking import best_of, maximized
 
 _CONSTRAINTS_LIST = "constraints"  # the system attribute optuna-dashboard reads a trial's constraints from
@@ -44,7 +45,8 @@ def as_shown(trial: FrozenTrial) -> FrozenTrial:
                        values=None if unmeasured else trial.values, datetime_start=trial.datetime_start,
                        datetime_complete=trial.datetime_complete, params=trial.params,
                        distributions=trial.distributions, user_attrs=trial.user_attrs, system_attrs=system_attrs,
-                       intermediate_values=trial.intermediate_values, trial_id=trial._trial_id)  # fmt: skip
+                       intermediate_values=trial.intermediate_values,
+                       trial_id=optuna_private.trial_id_of(trial))  # fmt: skip
 
 
 def _delegate(name: str):

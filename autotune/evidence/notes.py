@@ -16,7 +16,7 @@ import optuna
 
 from autotune.errors import AutotuneError
 from autotune.evidence.export import printed_launch
-from autotune.records import LoadRecord, Outcome, TrialRecord, batch
+from autotune.records import LoadRecord, Outcome, TrialRecord, batch, optuna_private
 from autotune.space.schema import Objective
 
 _WRAP = 100  # characters of a code line that fit a 1400-pixel window beside the dashboard's trial list
@@ -154,18 +154,19 @@ def save_trial_note(trial: optuna.Trial, note: str) -> None:
     version and its text in pieces, as its ``save_note`` writes them, but in one storage call that reads this
     trial's note alone (``save_note`` makes four or more, two of which read every trial's note of the study).
     """
-    try:  # imported here: only a finished trial needs it
-        import optuna_dashboard  # noqa: F401  (the package first: a blocked one fails here)
-        from optuna_dashboard._note import note_str_key_prefix, note_ver_key, split_body
+    trial_id = optuna_private.trial_id_of(trial)
+    try:  # optuna-dashboard imported here: only a finished trial needs it
+        version_key, prefix = optuna_private.dashboard_note_keys(trial_id)
     except ImportError:  # a dependency: a broken install, which would lose every trial's note
         raise AutotuneError("optuna-dashboard is missing, so trials get no dashboard note; "
                             "fix: pip install --force-reinstall autotune") from None  # fmt: skip
-    version_key, prefix = note_ver_key(trial._trial_id), note_str_key_prefix(trial._trial_id)
 
     def new_note(saved: dict) -> dict:
-        pieces = split_body(note, trial._trial_id)
+        pieces = optuna_private.dashboard_note_pieces(note, trial_id)
         old = sum(1 for key in saved if key.startswith(prefix))  # a longer note before: its extra pieces emptied
         return {version_key: saved.get(version_key, 0) + 1, **pieces,
                 **{f"{prefix}{i}": "" for i in range(len(pieces), old)}}  # fmt: skip
 
-    batch.update_study_system_attrs(trial.storage, trial.study._study_id, (version_key,), prefix, new_note)
+    batch.update_study_system_attrs(
+        trial.storage, optuna_private.study_id_of(trial.study), (version_key,), prefix, new_note
+    )

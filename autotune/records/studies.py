@@ -8,7 +8,7 @@ import optuna
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from autotune.records import batch
+from autotune.records import batch, optuna_private
 
 BUDGET_ATTR = "autotune_n_trials"  # the study's budget of launches (baselines included)
 RAISED_ATTR = "autotune_budget_raised"  # when the budget was last raised (ISO time)
@@ -46,7 +46,7 @@ _ORIGIN = ("inherited_from", "engine", "engine_version")
 class StudyIdentity(BaseModel):
     """What a study measured on: model family, hardware and each engine's version (``--warm-start auto`` queries it)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, protected_namespaces=())  # pydantic before 2.10 warns of model_*
     model_family: str | None = None
     hardware: dict[str, Any] = Field(default_factory=dict)  # ``autotune.config.Hardware``
     engines: dict[str, str] = Field(default_factory=dict)  # engine → the version its flags are rendered for
@@ -197,4 +197,4 @@ def write_study(study: optuna.Study, **fields: Any) -> None:
         if isinstance(value, BaseModel) or (isinstance(value, list) and value and isinstance(value[0], BaseModel)):
             value = record.model_dump(mode="json", include={name})[name]  # stored as JSON, read back by the model
         attrs[StudyRecord.model_fields[name].alias or name] = value
-    batch.set_study_user_attrs(study._storage, study._study_id, attrs)
+    batch.set_study_user_attrs(optuna_private.storage_of(study), optuna_private.study_id_of(study), attrs)

@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.errors import FailureKind
-from autotune.records import batch
+from autotune.records import batch, optuna_private
 from autotune.records.outcome import Outcome
 from autotune.records.workloads import WorkloadRecord
 from autotune.text import shorten
@@ -221,8 +221,8 @@ def write(trial: optuna.Trial, **fields: Any) -> None:
         for name, value in attrs.items():
             trial.set_user_attr(name, value)
         return
-    batch.set_trial_user_attrs(trial.storage, trial._trial_id, attrs)
-    trial._cached_frozen_trial.user_attrs.update(attrs)  # as ``Trial.set_user_attr`` keeps the trial's own view
+    batch.set_trial_user_attrs(trial.storage, optuna_private.trial_id_of(trial), attrs)
+    optuna_private.keep_user_attrs_view(trial, attrs)  # as ``Trial.set_user_attr`` keeps the trial's own view
 
 
 def write_stored(storage: optuna.storages.BaseStorage, trial_id: int, **fields: Any) -> None:

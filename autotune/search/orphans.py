@@ -24,12 +24,10 @@ import time
 
 import optuna
 import pydantic
-import sqlalchemy
-from optuna.storages._heartbeat import BaseHeartbeat
-from optuna.storages._rdb import models as rdb_models  # the heartbeat table: Optuna reads it the same way
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
+from autotune.records import optuna_private
 from autotune.serving.process import group_record, kill_group, recorded_group_alive
 
 log = logging.getLogger(__name__)
@@ -112,10 +110,9 @@ def end_dead_workers_trials(study: optuna.Study) -> list[int]:
 def dead_workers_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale (only reads: a worker
     looks outside the budget lock first, and takes the lock to end them only when there are any)."""
-    storage = study._storage
-    stale = set(storage._get_stale_trial_ids(study._study_id)) if _heartbeats(storage) else set()
+    stale = set(optuna_private.stale_trial_ids(study))
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    return [trial for trial in running if trial._trial_id in stale or _tuner_gone(trial)]
+    return [trial for trial in running if optuna_private.trial_id_of(trial) in stale or _tuner_gone(trial)]
 
 
 class KillOrphanAndRetry:
@@ -154,48 +151,21 @@ def _kill_orphan(number: int, engine: EngineProcess) -> float | None:
 def _end(study: optuna.Study, trial: FrozenTrial) -> bool:
     """Kill the trial's engine (where it runs here), record its node-minutes, fail it and retry it; False when its own
     worker finished it meanwhile."""
-    storage, engine = study._storage, EngineProcess.of(trial)
+    storage, engine = optuna_private.storage_of(study), EngineProcess.of(trial)
+    trial_id = optuna_private.trial_id_of(trial)
     try:
         if engine is not None:
             # gone already, or on another machine: it ran at least until the trial's last heartbeat
-            ended_at = _kill_orphan(trial.number, engine) or _last_heartbeat(storage, trial._trial_id)
+            ended_at = _kill_orphan(trial.number, engine) or optuna_private.last_heartbeat(storage, trial_id)
             engine = engine.model_copy(update={"ended_at": ended_at})
-            records.write_stored(storage, trial._trial_id, engine_process=engine.model_dump())
+            records.write_stored(storage, trial_id, engine_process=engine.model_dump())
             if (minutes := engine.node_minutes()) is not None and not records.is_simulated(trial):
                 # a simulated trial's node-minutes are the space's virtual costs (autotune.search.objective), not its time
-                records.write_stored(storage, trial._trial_id, node_minutes=minutes)
-        if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                records.write_stored(storage, trial_id, node_minutes=minutes)
+        if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
             return False
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
     log.warning("trial %d: its worker is gone; failed, and retried as a new trial", trial.number)
-    KillOrphanAndRetry()(study, storage.get_trial(trial._trial_id))
+    KillOrphanAndRetry()(study, storage.get_trial(trial_id))
     return True
-
-
-def _heartbeats(storage: optuna.storages.BaseStorage) -> bool:
-    return isinstance(storage, BaseHeartbeat) and storage.get_heartbeat_interval() is not None
-
-
-def _last_heartbeat(storage: optuna.storages.BaseStorage, trial_id: int) -> float | None:
-    """When the trial's last heartbeat was recorded, in this host's epoch seconds (the database's clock makes both
-    the heartbeat and its "now", so only their difference is used); None without one."""
-    if not _heartbeats(storage):
-        return None
-    rdb = getattr(storage, "_backend", storage)  # a study's storage is the RDB storage behind Optuna's cache
-    outage = getattr(
-        rdb, "outage", None
-    )  # autotune.search.storage.RetryingStorage: through an outage, as its own calls
-    return outage.call(_read_last_heartbeat, rdb, trial_id) if outage else _read_last_heartbeat(rdb, trial_id)
-
-
-def _read_last_heartbeat(rdb: optuna.storages.RDBStorage, trial_id: int) -> float | None:
-    session = rdb.scoped_session()
-    try:
-        heartbeat = rdb_models.TrialHeartbeatModel.where_trial_id(trial_id, session)
-        if heartbeat is None:
-            return None
-        now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)
-        return time.time() - (now - heartbeat.heartbeat).total_seconds()
-    finally:
-        session.close()

@@ -28,6 +28,7 @@ import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
 from autotune.errors import AutotuneError
+from autotune.records import optuna_private
 from autotune.settings import Settings
 from autotune.space.redact import mask_url
 from autotune.text import shorten
@@ -65,7 +66,7 @@ class _NoFallbackNoise(logging.Filter):
         return not (message.startswith("Caught an error from sqlalchemy") and "connection" in message)
 
 
-logging.getLogger("optuna.storages._rdb.storage").addFilter(_NoFallbackNoise())
+logging.getLogger(optuna_private.RDB_STORAGE_LOGGER).addFilter(_NoFallbackNoise())
 
 
 class StorageLost(AutotuneError):
@@ -294,18 +295,10 @@ class _Outage:
 
 
 # What Optuna's cached storage and studies call on an RDB storage (the cache sits above these retries)
-_RETRIED_CALLS = (
-    "create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr", "get_study_id_from_name",
-    "get_study_name_from_id", "get_study_directions", "get_study_user_attrs", "get_study_system_attrs",
-    "get_trial_user_attrs", "get_trial_system_attrs", "get_all_studies", "create_new_trial", "_create_new_trial",
-    "set_trial_param", "_set_trial_param", "get_trial_param", "set_trial_state_values",
-    "set_trial_intermediate_value", "set_trial_user_attr", "set_trial_system_attr",
-    "get_trial_id_from_study_id_trial_number", "get_trial", "get_all_trials", "_get_trials", "get_best_trial",
-    "_get_best_trial_id", "record_heartbeat", "get_trial_number_from_id",
-)  # fmt: skip
+_RETRIED_CALLS = optuna_private.RDB_STORAGE_CALLS
 
 
-class RetryingStorage(optuna.storages.RDBStorage):
+class RetryingStorage(optuna_private.StaleTrialsRDBStorage):
     """Optuna's RDB storage whose calls ride out an outage (see the module). A write whose commit reached the
     database just as the connection died is made again: at worst a trial that goes stale and is retried."""
 
@@ -322,11 +315,11 @@ class RetryingStorage(optuna.storages.RDBStorage):
             return False
         return True
 
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+    def find_stale_trial_ids(self, study_id: int) -> list[int]:
         # Right after an outage (or this process's own silence) every worker's heartbeat is old: the live ones are
         # given a grace period to beat again, or the first worker back would fail (and rerun) all the others' trials.
         # Asked first: this very call may be the one that ends a silence.
-        stale = self.outage.call(super()._get_stale_trial_ids, study_id)
+        stale = self.outage.call(super().find_stale_trial_ids, study_id)
         return [] if self.grace_period and self.outage.answered_within(self.grace_period) else stale
 
 

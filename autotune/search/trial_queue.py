@@ -16,6 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import records
+from autotune.records import optuna_private
 from autotune.search import budget
 
 
@@ -59,12 +60,13 @@ def start_trial(study: optuna.Study, storage: optuna.storages.RDBStorage, heartb
     trials = study.get_trials(deepcopy=False)
     if budget.launches_taken(trials) >= budget.study_budget(study):
         return None
-    queued = [t._trial_id for t in trials if t.state == TrialState.WAITING]  # oldest first, as ask() pops
+    # oldest first, as ask() pops
+    queued = [optuna_private.trial_id_of(t) for t in trials if t.state == TrialState.WAITING]
     for trial_id in queued:
         if _claim(storage, trial_id, heartbeat_s):  # False: started elsewhere (by a caller without the lock)
             return optuna.Trial(study, trial_id)  # as ask() makes it: the sampler's before_trial runs here
     new = optuna.trial.create_trial(state=TrialState.WAITING)
-    trial_id = study._storage.create_new_trial(study._study_id, template_trial=new)  # Optuna has no public way
+    trial_id = optuna_private.create_trial_from_template(study, new)  # Optuna has no public way
     _claim(storage, trial_id, heartbeat_s)
     return optuna.Trial(study, trial_id)
 

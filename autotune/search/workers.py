@@ -30,7 +30,7 @@ from optuna.trial import TrialState
 from autotune import records
 from autotune.errors import AutotuneError, EngineNotInstalled, FailureKind, UsageError
 from autotune.evidence.notes import save_trial_note, trial_note
-from autotune.records import Outcome
+from autotune.records import Outcome, optuna_private
 from autotune.search import budget, names, stopping, trial_queue
 from autotune.search.backends import engine_for
 from autotune.search.heartbeat import Heartbeat
@@ -244,7 +244,7 @@ def concurrent_trials(space: SearchSpace, gpus: tuple[str, ...], executables: di
 
 
 def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.FrozenTrial:
-    with Heartbeat(storage, trial._trial_id, heartbeat_s):
+    with Heartbeat(storage, optuna_private.trial_id_of(trial), heartbeat_s):
         try:
             values = objective(trial)
             stopping.raise_if_requested()  # a result cut short by a SIGTERM is no result: the trial is retried
@@ -254,7 +254,7 @@ def _run_trial(study, storage, trial, objective, heartbeat_s) -> optuna.trial.Fr
             # another worker took this trial for a dead one (its heartbeat went stale: a paused process, an outage
             # this one rode out) and queued its configuration again, which the retry measures: go on
             log.warning("trial %d was ended by another worker as stale; its retry measures it", trial.number)
-            return study._storage.get_trial(trial._trial_id)
+            return optuna_private.storage_of(study).get_trial(optuna_private.trial_id_of(trial))
         except (EngineNotInstalled, UsageError) as exc:  # the machine's or the client's fault: counts no launch
             outcome = FailureKind.NOT_INSTALLED if isinstance(exc, EngineNotInstalled) else FailureKind.CLIENT_INPUT
             trial_queue.requeue_not_installed(study, _tell_failed(study, trial, objective, exc, outcome=outcome))
