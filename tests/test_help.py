@@ -50,7 +50,7 @@ def test_help_spells_the_space_argument_once_and_shows_flags_as_flags(path: list
         assert spelling not in text, f"{' '.join(path)} --help spells the space argument {spelling!r}"
     usage = next(line for line in text.splitlines() if "Usage:" in line)
     arguments = re.findall(r"[\[{]([A-Za-z_]+)[\]}]", usage.split("[OPTIONS]", 1)[-1])
-    assert set(arguments) <= {"SPACE", "ARGS"}, usage  # COMMAND [ARGS]... of a group
+    assert set(arguments) <= {"SPACE", "ARGS", "DATASET"}, usage  # COMMAND [ARGS]... of a group; dataset fetch
 
 
 def test_space_commands_take_SPACE() -> None:

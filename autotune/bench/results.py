@@ -33,7 +33,8 @@ _EXTRA_PERCENTILE = re.compile(r"p\d+(\.\d+)?_(ttft|tpot|itl|e2el)_ms")
 class BenchmarkResult(BaseModel):
     """One benchmark's result, in vllm bench's field names; durations in seconds, latencies in milliseconds."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    # model_id is vllm bench's field: pydantic before 2.10 warns of a field in its "model_" namespace
+    model_config = ConfigDict(frozen=True, extra="allow", protected_namespaces=())
 
     # the descriptive fields that open vllm bench's JSON
     date: str | None = None

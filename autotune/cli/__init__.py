@@ -6,7 +6,6 @@ import sys
 from typing import Annotated
 
 import typer
-from typer.core import TyperOption
 
 from autotune import __version__
 from autotune.cli.usage import OneLineUsage
@@ -30,22 +29,23 @@ class _OneLineErrors(OneLineUsage):
             print(f"autotune: error: {error}", file=sys.stderr)
             raise typer.Exit(error.exit_code) from None
 
-
-def _flags_take_no_value() -> None:
-    """Typer's rich help prints a flag's type as ``<bool>``, as if it took a value (``--json <bool>``); its plain help
-    does not. A flag (``--json``, ``--simulate/--no-simulate``, ``--help``) shows no type column, as in click."""
-    display_type_rich = TyperOption.display_type_rich
-    if getattr(display_type_rich, "flags_take_no_value", False):
-        return
-
-    def display(self: TyperOption, ctx) -> str | None:
-        return None if self.is_flag else display_type_rich(self, ctx)
-
-    display.flags_take_no_value = True
-    TyperOption.display_type_rich = display
+    def parse_args(self, ctx, args):
+        _flags_take_no_value(self, ctx)  # before the root's own options: its --help is one of them
+        return super().parse_args(ctx, args)
 
 
-_flags_take_no_value()
+def _flags_take_no_value(command, ctx) -> None:
+    """Recent typer's rich help prints a flag's type as ``<bool>``, as if it took a value (``--json <bool>``); click's
+    plain help prints none. A flag (``--json``, ``--simulate/--no-simulate``, ``--help``) of every command gets an empty
+    metavar, which the help shows in place of the type, in every typer: click's public ``Parameter.metavar``, set on
+    the options ``Command.get_params`` gives (the help option included)."""
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():  # a group's (click's public ``Group.commands``)
+        _flags_take_no_value(sub, ctx)
+
+
 app = typer.Typer(
     cls=_OneLineErrors,
     no_args_is_help=True,
@@ -72,11 +72,12 @@ def _options(
 
 
 def _register() -> None:
-    from autotune.cli import bench, command, dashboard, doctor, init, space, study, upgrade
+    from autotune.cli import bench, command, dashboard, dataset, doctor, init, space, study, upgrade
     from autotune.cli.knobs import knobs_command
 
     study.app.command(name="upgrade")(upgrade.upgrade_command)  # here: the upgrade uses study's printing
     app.add_typer(space.app, name="space")
+    app.add_typer(dataset.app, name="dataset")
     app.command(name="bench")(bench.bench)
     app.add_typer(study.app, name="study")
     app.command(name="command")(command.command)

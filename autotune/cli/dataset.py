@@ -17,10 +17,10 @@ app = typer.Typer(no_args_is_help=True, help="Datasets a workload names: where t
 
 @app.command(name="fetch")
 def fetch_command(
-    name: Annotated[str, typer.Argument(metavar="NAME", help=f"the dataset: {', '.join(datasets.DATASETS)}")],
+    name: Annotated[str, typer.Argument(metavar="DATASET", help=f"the dataset: {', '.join(datasets.DATASETS)}")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Download NAME into the cache ($AUTOTUNE_CACHE_DIR, default ~/.cache/autotune), where every study whose
+    """Download DATASET into the cache ($AUTOTUNE_CACHE_DIR, default ~/.cache/autotune), where every study whose
     workload names its file finds it; a dataset already there is not downloaded again."""
     console = Console(stderr=True)
     with Progress(TextColumn(name), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=console,

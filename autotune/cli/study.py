@@ -72,8 +72,9 @@ def run(
         typer.Option(
             min=1,
             help="the study's budget of launches in all, baselines included (duplicates and rejected configurations "
-            "launch nothing and do not count; a study whose space is exhausted stops sooner); a study that already "
-            f"has that many runs none (default: the space's `trials`, else {DEFAULT_TRIALS}); see --more",
+            "launch nothing and do not count; a study whose space is exhausted stops sooner); it sets an existing "
+            "study's budget, lower too; a study that already has that many runs none (default: a new study the "
+            f"space's `trials`, else {DEFAULT_TRIALS}; an existing one keeps its budget); see --more",
         ),
     ] = None,
     more: Annotated[
@@ -108,6 +109,7 @@ def run(
         raise UsageError("--n-trials and --more both given; fix: --n-trials for the budget in all, --more to add")
     space_file = find_space(space_ref)
     space = load_space(space_file)
+    given = n_trials  # --n-trials given sets an existing study's budget, lower too; else the stored budget stays
     n_trials = more or n_trials or space.trials or DEFAULT_TRIALS
     origin = "--study" if study is not None else f"the space's name in {space_file.name}"  # '' is refused, not skipped
     name = study_name(study if study is not None else space.name or space_file.stem, origin)
@@ -123,7 +125,7 @@ def run(
                          n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s, gpus=parse_gpus(gpus) if gpus else None,
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60,
-                         warm_start=sources)  # fmt: skip
+                         warm_start=sources, n_trials_given=given is not None)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
     with StudyProgress(console, options.budget_node_minutes) as progress:
         if workers > 1:
@@ -136,9 +138,21 @@ def run(
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
                 study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
-    if stopped := budget.stop_line(result, budget.LaunchCatalogue(space)) or _timeout_line(result, options):
+    if stopped := (_over_n_trials_line(result, given) or budget.stop_line(result, budget.LaunchCatalogue(space))
+                   or _timeout_line(result, options)):  # fmt: skip
         console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
     print_best(result)
+
+
+def _over_n_trials_line(study: optuna.Study, given: int | None) -> str | None:
+    """The line of a run whose --n-trials is below the launches the study has already (it runs none), or None."""
+    if given is None:
+        return None
+    launches = budget.count(study.get_trials(deepcopy=False)).launches
+    if launches <= given:
+        return None
+    return (f"study {study.study_name} has {launches} launches already, more than --n-trials {given}: nothing to "
+            "run; fix: --more N to add launches")  # fmt: skip
 
 
 def _timeout_line(study: optuna.Study, options: RunOptions) -> str | None:

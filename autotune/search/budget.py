@@ -1,11 +1,12 @@
 """What a study's trial budget counts, and when its space has nothing left to launch.
 
-``--n-trials N`` buys N launches (baselines included; a launch that fails counts, it cost GPU time). A trial that
+``--n-trials N`` buys N launches in all (baselines included; a launch that fails counts, it cost GPU time). A trial that
 launches nothing costs no GPU time and does not count: a duplicate (the configuration of an earlier trial, which it
 takes the outcome of) or a configuration a static or learned rule rejected. The budget is a number (the study's record):
 a worker starts a trial only while the launches so far and the trials running (each may launch) are fewer
 (``launches_taken``; ``autotune.search.trial_queue``), so workers at once never launch more than it, and a trial that turned
-out to launch nothing leaves its room to the next.
+out to launch nothing leaves its room to the next. ``study run --n-trials N`` sets an existing study's budget to N,
+lower too (never below what it has launched: a study that has more runs none); a run without it keeps the budget.
 
 A study also stops when its space is exhausted: for a space small enough to enumerate, once every launch configuration
 has been tried (launched or rejected; the configurations a static or learned rule refuses need no trial of their own);
@@ -111,21 +112,28 @@ def study_budget(study: optuna.Study) -> int:
     return records.StudyRecord.of(study).budget or 0
 
 
-def set_budget(study: optuna.Study, n_trials: int, more_trials: int = 0) -> None:
+def set_budget(study: optuna.Study, n_trials: int, more_trials: int = 0, *, given: bool | None = None) -> None:
     """Make the study's budget ``n_trials`` where it has none (a new study, or one whose creator was killed before
-    setting it), else raise it by ``more_trials`` or to ``n_trials``; never lower it. Under the budget lock: workers
-    starting at once each add their ``--more`` once, none lost."""
+    setting it), else raise it by ``more_trials``. Else ``given`` says whether ``n_trials`` was asked for
+    (``RunOptions.n_trials_given``): True, make it ``n_trials``, lower too but no lower than the launches
+    taken already (so that ``--more N`` then adds N launches); False, keep it; None (no command line: the Python API,
+    a node's workers), raise it to ``n_trials``, never lower it. Under the budget lock: workers starting at once each
+    add their ``--more`` once, none lost."""
     current = records.StudyRecord.of(study).budget
     if current is None:
         wanted = n_trials
     elif more_trials:
         wanted = current + more_trials
+    elif given is False:
+        wanted = current
+    elif given and n_trials < current:  # the trials are read only to lower a budget
+        wanted = max(n_trials, launches_taken(study.get_trials(deepcopy=False)))
     else:
         wanted = max(current, n_trials)
     if wanted == current:
         return
     records.write_study(study, budget=wanted)
-    if current is not None:
+    if current is not None and wanted > current:
         mark_raised(study)
 
 

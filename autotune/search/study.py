@@ -57,6 +57,9 @@ class RunOptions:
     studies_dir: Path
     n_trials: int  # the study's budget of launches in all (baselines included), not launches to add
     more_trials: int = 0  # instead of n_trials: add this many to the budget an existing study has (else n_trials)
+    # whether n_trials was asked for (``study run --n-trials``): True sets an existing study's budget to it, lower too;
+    # False keeps an existing study's budget; None (the Python API, a node's workers) only ever raises it
+    n_trials_given: bool | None = None
     timeout_s: float | None = None
     seed: int | None = None
     heartbeat_s: int = 10
@@ -130,7 +133,7 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         if described.identity is None:  # what `--warm-start auto` asks of a study
             records.write_study(study, identity=warm_start.identity_of(space))
         study_setup.set_up(study, space, space_path, first)
-        budget.set_budget(study, options.n_trials, options.more_trials)
+        budget.set_budget(study, options.n_trials, options.more_trials, given=options.n_trials_given)
     return study
 
 

@@ -87,7 +87,8 @@ def run_study(space: str | Path = "quickstart", *, study: str | None = None, n_t
     settings = Settings()
     options = RunOptions(name=name, storage=storage or settings.storage or default_storage(name, settings.studies_dir),
                          studies_dir=settings.studies_dir, n_trials=n_trials or loaded.trials or DEFAULT_TRIALS,
-                         timeout_s=timeout_s, seed=seed, heartbeat_s=settings.heartbeat_s)  # fmt: skip
+                         timeout_s=timeout_s, seed=seed, heartbeat_s=settings.heartbeat_s,
+                         n_trials_given=True if n_trials else None)  # fmt: skip
     return run_trials(prepare_study(loaded, space_file, options), on_trial)
 
 
@@ -165,7 +166,7 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
     ``on_progress`` here, about once a second."""
     prepared = prepare_study(space, space_path, options, on_status)  # the budget is set once, here (--more adds once)
     study = prepared.study
-    each = dataclasses.replace(options, n_trials=budget.study_budget(study), more_trials=0)
+    each = dataclasses.replace(options, n_trials=budget.study_budget(study), more_trials=0, n_trials_given=None)
     # forked by a server process that imported autotune once: no storage connection or thread of ours inherited,
     # and no worker pays for the imports again
     context = multiprocessing.get_context("forkserver")

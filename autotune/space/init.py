@@ -40,6 +40,19 @@ class Request:
     seed_suite: bool = False  # the seed study's six workloads, scaled to the model's context
     gpu: str | None = None
     simulate: bool = False
+    name: str | None = None  # --name: the study's name, as given
+    output_stem: str | None = None  # the stem of the file written (-o): the study's name where no --name is given
+
+
+def study_name(request: Request, info: ModelInfo) -> str:
+    """The space's ``name`` (its study's): ``--name`` as given; else the output file's stem (``-o my.yaml``: ``my``),
+    else the model and GPU count. A simulated space's name not given by ``--name`` ends in ``-simulated``: two files
+    written from the same model and the same file name, one simulated, name different studies, so that
+    ``study best --study NAME`` of the real study never shows simulated numbers."""
+    if request.name is not None:
+        return request.name
+    name = request.output_stem or f"{info.name.lower()}-{request.gpus}gpu"
+    return f"{name}-simulated" if request.simulate and not name.endswith("-simulated") else name
 
 
 def model_facts(model: str) -> ModelInfo:
@@ -76,9 +89,7 @@ def write_space(request: Request) -> str:
                 f"{info.max_positions or 'unknown'} positions" + (", MLA" if info.latent_attention else "")
                 + (", sparse attention" if info.sparse_attention else "") + (", MTP head" if info.mtp else "") + ".")  # fmt: skip
     out.comment("Check it: autotune space show THIS_FILE; run it: autotune study run THIS_FILE")
-    # a simulated study is named apart: `study best --study NAME` must never show simulated numbers for the real one
-    name = f"{info.name.lower()}-{request.gpus}gpu" + ("-simulated" if request.simulate else "")
-    out.line(f"name: {name}")
+    out.line(f"name: {_flow(study_name(request, info))}")
     traffic = "the seed's six workloads" if request.seed_suite else ", ".join(request.workloads or [request.workload])
     out.line(f"description: {info.name} on {request.gpus} GPUs, {', '.join(request.engines)}, {traffic}")
     out.line(f"hardware: {_flow(hardware.model_dump(exclude_none=True))}")
