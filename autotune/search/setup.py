@@ -89,7 +89,8 @@ def _describe(study: optuna.Study, space: SearchSpace, space_path: Path) -> None
 # fields added since studies were first stored, and their defaults: left out of the digest at those, so a study made
 # before them resumes (its space reads the same)
 _LATER_FIELDS = {None: {"workloads": None}, "objective": {"mix": "geomean"},
-                 "workload": {"classes": None, "name": None, "weight": 1.0, "slo": None, "loads": None}}  # fmt: skip
+                 "workload": {"classes": None, "name": None, "weight": 1.0, "slo": None, "loads": None,
+                              "tokenizer": None}}  # fmt: skip
 
 
 def _at_default(model: BaseModel, section: str | None) -> dict[str, bool]:

@@ -6,10 +6,21 @@ import math
 import random
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, PositiveInt, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
 
 from autotune.config import CLIENT_KNOBS
 from autotune.errors import UsageError
+from autotune.text import VALUE_WIDTH, shorten
 
 if TYPE_CHECKING:  # only in annotations: the simulator's server process starts without importing optuna
     import optuna
@@ -91,6 +102,22 @@ class TiedParam(_ParamBase):
     tied: list[dict[str, Scalar]] = Field(min_length=1)
     default: dict[str, Scalar] | None = None
 
+    @field_validator("default")
+    @classmethod
+    def _default_is_an_option(cls, default: dict[str, Scalar] | None, info: ValidationInfo) -> dict[str, Scalar] | None:
+        """The default as the option it equals, that option's own mapping: an option's label (what Optuna stores and
+        ``knob_values`` looks up) follows its key order, and a default written in another order is the same option."""
+        options = info.data.get("tied")
+        if default is None or options is None:  # no default (the space check asks for one) or no valid options
+            return default
+        for option in options:
+            if option == default:  # a mapping's equality: the keys and values, whatever their order
+                return option
+        written = [_flow_mapping(option) for option in options]
+        listed = shorten(" | ".join(written), 4 * VALUE_WIDTH)  # a long list of options stays one readable line
+        raise ValueError(f"the default {shorten(_flow_mapping(default), VALUE_WIDTH)} is not one of the tied options: "
+                         f"{listed}; fix: copy one of them as the default, e.g. default: {written[0]}")  # fmt: skip
+
     def labels(self) -> list[str]:
         return [tied_label(option) for option in self.tied]
 
@@ -110,6 +137,11 @@ class TiedParam(_ParamBase):
 def tied_label(option: dict[str, Scalar]) -> str:
     """The categorical value Optuna stores for a tied option, readable in the dashboard: ``tp=8,dp=8``."""
     return ",".join(f"{k}={_scalar_text(v)}" for k, v in option.items())
+
+
+def _flow_mapping(option: dict[str, Scalar]) -> str:
+    """An option as a space writes it, ``{tp: 8, dp: 1}`` (an error message's, to copy into the file)."""
+    return "{" + ", ".join(f"{k}: {_scalar_text(v)}" for k, v in option.items()) + "}"
 
 
 def _is_load(name: str, param: _ParamBase) -> bool:

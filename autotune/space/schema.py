@@ -18,12 +18,13 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from autotune.config import CLIENT_KNOBS, Hardware, ServerConfig
-from autotune.space.metrics import LatencyMetric, ThroughputMetric
+from autotune.space.metrics import Direction, LatencyMetric, ThroughputMetric, metric_direction, metric_kind
 from autotune.space.mix import MixClasses
 from autotune.space.params import (  # noqa: F401  (re-exported: the space's parameters are part of its schema)
     ENUMERATION_LIMIT,
@@ -153,8 +154,26 @@ SHAREGPT_LIKE = Workload(dataset="random", input_len=219, output_len=197, range_
 
 
 class ObjectiveMetric(_Strict):
+    """One metric a study optimises; its direction is the metric's own (``autotune.space.metrics``)."""
+
     name: ThroughputMetric | LatencyMetric
-    direction: Literal["maximize", "minimize"] = "maximize"
+    # left out: the metric's own direction (validate_default so that the validator fills it in); stated: must agree
+    direction: Direction = Field(default=None, validate_default=True)
+
+    @field_validator("direction", mode="before")
+    @classmethod
+    def _metric_direction(cls, direction: Any, info: ValidationInfo) -> Any:
+        name = info.data.get("name")
+        if name is None:  # the name was refused (its error comes first): nothing to derive from
+            return direction
+        own = metric_direction(name)
+        if direction is None:
+            return own
+        if direction in ("maximize", "minimize") and direction != own:
+            kind, better = metric_kind(name), "higher" if own == "maximize" else "lower"
+            raise ValueError(f"{name} cannot be {direction}d: it is a {kind}, {better} is better; fix: {name} is a "
+                             f"{kind}: {own} it, or leave direction out")  # fmt: skip
+        return direction
 
 
 class Objective(_Strict):
@@ -228,8 +247,8 @@ class SearchSpace(_Strict):
             if len(set(names)) < len(names):
                 twice = sorted({n for n in names if names.count(n) > 1})
                 raise ValueError(f"workload names must be unique, {', '.join(twice)} repeated; fix: rename one")
-            metric = self.objective.metrics[0]
-            if len(self.objective.metrics) > 1 or metric.direction != "maximize" or metric.name.endswith("_ms"):
+            # a maximised metric is a throughput: a metric's direction follows from its kind (ObjectiveMetric)
+            if len(self.objective.metrics) > 1 or self.objective.metrics[0].direction != "maximize":
                 raise ValueError("several workloads are mixed by their throughput: the objective must be one "
                                  "throughput metric to maximize; fix: objective.metrics: [{name: "
                                  "total_token_throughput}]")  # fmt: skip
