@@ -6,12 +6,13 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from tests.conftest import SPACES
+from tests.conftest import SPACES, provide_first_launch_needs
 
 runner = CliRunner()
 DEEPSEEK = str(SPACES / "deepseek-v32-h200x8.yaml")
@@ -133,6 +134,7 @@ def test_debug_shows_the_traceback(monkeypatch) -> None:
     assert result.exit_code != 0 and result.exception is not None and not isinstance(result.exception, SystemExit)
 
 
-def test_console_script_runs() -> None:
+def test_console_script_runs(tmp_path, monkeypatch) -> None:
+    provide_first_launch_needs(tmp_path, monkeypatch, Path(TINY))  # its model directory and tokenizer, from here
     done = subprocess.run([sys.executable, "-m", "autotune", "space", "validate", TINY], capture_output=True, text=True)
     assert done.returncode == 0 and "valid" in done.stdout

@@ -1,7 +1,7 @@
 """Optuna's and optuna-dashboard's private APIs, fenced in ``autotune.records.optuna_private``: the installed versions
 are the tested ones, every private name it uses exists in them, and no other module of autotune touches one.
 
-Supported (``SUPPORTED_OPTUNA``, ``SUPPORTED_OPTUNA_DASHBOARD``): optuna >=5.0,<5.2 and optuna-dashboard >=0.17,<0.22.
+Supported (``SUPPORTED_OPTUNA``, ``SUPPORTED_OPTUNA_DASHBOARD``): optuna >=5.0,<5.2 and optuna-dashboard >=0.18,<0.22.
 A release that renames a private name fails here, not in a user's study.
 """
 
@@ -30,7 +30,7 @@ PRIVATE_ACCESS = re.compile(r"optuna\.storages\._|optuna_dashboard\._|\._storage
     ("distribution", "supported", "named"),
     [
         ("optuna", optuna_private.SUPPORTED_OPTUNA, ">=5.0,<5.2"),
-        ("optuna-dashboard", optuna_private.SUPPORTED_OPTUNA_DASHBOARD, ">=0.17,<0.22"),
+        ("optuna-dashboard", optuna_private.SUPPORTED_OPTUNA_DASHBOARD, ">=0.18,<0.22"),
     ],
 )
 def test_the_installed_versions_are_the_supported_ones(distribution: str, supported: SpecifierSet, named: str) -> None:
@@ -84,3 +84,17 @@ def test_no_module_but_the_fence_touches_a_private_name() -> None:
     where = "\n".join(found)
     assert not found, f"private API of optuna/optuna-dashboard outside {FENCE.name}, fence it there:\n{where}"
     assert PRIVATE_ACCESS.search(FENCE.read_text())  # the pattern still finds what the fence does
+
+
+def test_pyproject_bounds_the_versions_this_module_was_tested_with() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    from tests.conftest import REPO
+
+    declared = {Requirement(r).name: Requirement(r).specifier
+                for r in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]}  # fmt: skip
+    assert declared["optuna"] == SpecifierSet(">=5,<5.2") and str(optuna_private.SUPPORTED_OPTUNA) == "<5.2,>=5.0"
+    assert declared["optuna-dashboard"] == optuna_private.SUPPORTED_OPTUNA_DASHBOARD

@@ -130,10 +130,15 @@ def _type_text(name: str, schema: dict) -> str:
     if "enum" in part:
         return "one of " + ", ".join(part["enum"])
     symbols = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
-    bounds = [f"{symbol} {part[key]}" for key, symbol in symbols.items() if key in part]
+    bounds = [f"{symbol} {_number(part[key])}" for key, symbol in symbols.items() if key in part]
     kind = {"integer": "integer", "number": "number", "boolean": "true/false", "string": "text",
             "array": "list of text", "object": "map NAME: text"}.get(part.get("type", ""), "text")  # fmt: skip
     return f"{kind} {', '.join(bounds)}".strip()
+
+
+def _number(bound: Any) -> Any:
+    """A bound as declared: pydantic before 2.11 writes a float field's ``gt=0`` into its schema as ``0.0``."""
+    return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
 
 
 def _default_text(name: str) -> str:

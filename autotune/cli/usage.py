@@ -25,6 +25,7 @@ _NoArgsIsHelp = getattr(_errors, "NoArgsIsHelpError", ())  # a group run bare: i
 _EXTRA_ARGUMENTS = re.compile(r"unexpected extra arguments?(?:\(s\))? \((.*)\)", re.IGNORECASE)
 _NO_SUCH_COMMAND = re.compile(r"no such command '(.*?)'", re.IGNORECASE)
 _MESSAGE_WIDTH = 300  # a usage error's own text, whatever was typed
+_CLICK_VALUE = re.compile(r"^(?P<value>.*?) is not (?:in the range|a valid)")
 
 # what a pydantic bound says, in the words of an option's range (`typer.Option(min=1)`)
 _BOUNDS = {
@@ -101,13 +102,28 @@ def _bad_value(exc: Any) -> str:
     """The complaint about a value, with the value: "must be at least 1 (got 0)"."""
     cause = exc.__cause__
     if not isinstance(cause, ValidationError):  # click's own message names the value
-        return shorten(exc.message, _MESSAGE_WIDTH).rstrip(".")
+        return _click_range(exc) or shorten(exc.message, _MESSAGE_WIDTH).rstrip(".")
     error = cause.errors()[0]
     got = f" (got {shorten(str(error['input']), VALUE_WIDTH)})"  # as typed: a command-line value is a string
     if error["type"] in _BOUNDS:
         bound, words = _BOUNDS[error["type"]]
         return words.format(error["ctx"][bound]) + got
     return error["msg"][:1].lower() + error["msg"][1:] + got
+
+
+def _click_range(exc: Any) -> str | None:
+    """A number option's bad value in the words of the pydantic path above, where typer checks it with click's own
+    range type (typer before 0.29: ``0 is not in the range x>=1``, ``'many' is not a valid int range``), or None."""
+    kind, message = getattr(exc.param, "type", None), str(exc.message)
+    if not hasattr(kind, "min_open") or not (match := _CLICK_VALUE.match(message)):
+        return None
+    got = f" (got {shorten(match['value'].strip(chr(39)), VALUE_WIDTH)})"
+    if "not in the range" not in message:
+        return ("input should be a valid integer" if "int" in type(kind).__name__.lower() else
+                "input should be a valid number") + got  # fmt: skip
+    if kind.min is not None:
+        return (f"must be above {kind.min}" if kind.min_open else f"must be at least {kind.min}") + got
+    return (f"must be below {kind.max}" if kind.max_open else f"must be at most {kind.max}") + got
 
 
 def _name(param: Any) -> str:

@@ -56,7 +56,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 SUPPORTED_OPTUNA = SpecifierSet(">=5.0,<5.2")
-SUPPORTED_OPTUNA_DASHBOARD = SpecifierSet(">=0.17,<0.22")
+SUPPORTED_OPTUNA_DASHBOARD = SpecifierSet(">=0.18,<0.22")  # 0.17 works too; its trial cache is process-wide
 
 # Every private name this module uses, for tests/test_optuna_private.py: (module, attribute path) found by import
 PRIVATE_SYMBOLS: tuple[tuple[str, str], ...] = (
