@@ -70,9 +70,11 @@ def provide_first_launch_needs(directory: Path, monkeypatch: pytest.MonkeyPatch,
     """Make what the spaces' first launch needs, as a GPU node has it, and run from ``directory``: each engine's model
     (a local directory with its tokenizer, or a hub id's tokenizer in an offline Hugging Face cache) and each file a
     launch reads (a chat template)."""
+    from autotune.engines.hub import ModelRef
+    from autotune.errors import UsageError
     from autotune.search.preflight import preflight
     from autotune.space.files import load_space
-    from autotune.testing.hub_cache import save_to_hub_cache
+    from autotune.testing.hub_cache import REVISION, save_to_hub_cache
 
     monkeypatch.chdir(directory)
     monkeypatch.setenv("HF_HOME", str(directory / "hf"))
@@ -82,8 +84,12 @@ def provide_first_launch_needs(directory: Path, monkeypatch: pytest.MonkeyPatch,
         space = load_space(path)
         for engine in space.engines:
             model = space.default_point(engine).server.model
-            if "/" in model and not model.startswith((".", "/")) and model.count("/") == 1:
-                save_to_hub_cache(tokenizer.parent, directory / "hf", model.partition("@")[0])
+            try:
+                ref = ModelRef.parse(model)
+            except UsageError:  # a local directory, not made yet
+                ref = None
+            if ref is not None and not ref.local:
+                save_to_hub_cache(tokenizer.parent, directory / "hf", ref.name, ref.revision or REVISION)
             else:
                 tiny_tokenizer_file(Path(model) / "tokenizer.json")
         for check in preflight(space, path, datasets=False):

@@ -30,6 +30,7 @@ import httpx
 from tokenizers import Tokenizer
 
 from autotune.config import split_revision
+from autotune.engines.models import load_tokenizer
 from autotune.errors import UsageError
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -81,7 +82,7 @@ class TokenizerSource:
 
 @lru_cache(maxsize=16)
 def _load(file: Path) -> Tokenizer:
-    return Tokenizer.from_file(str(file))
+    return load_tokenizer(file)  # read once per file and process: every benchmark of a study counts with it
 
 
 def hub_cache_dir(env: Mapping[str, str]) -> Path:

@@ -33,7 +33,8 @@ from autotune.search.backends import anchored_paths, serving_backend
 from autotune.search.ranking import sign
 from autotune.space.schema import Objective, SearchSpace, Workload
 
-# The seed study's suite (seed-study.md): ShareGPT, then random input/output lengths with their prompt counts.
+# The seed study's suite (the hand-tuned study autotune automates): ShareGPT, then random input/output lengths with
+# their prompt counts.
 SEED_SUITE = (("random 128/4", 128, 4, 1000), ("random 2000/100", 2000, 100, 500), ("random 4000/200", 4000, 200, 500),
               ("random 32000/100", 32000, 100, 100), ("random 1000/2000", 1000, 2000, 100))  # fmt: skip
 # Student's t two-sided quantiles by degrees of freedom, and the normal one beyond the table (df > 60)
