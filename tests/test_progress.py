@@ -60,13 +60,13 @@ def test_the_display_says_what_it_is_doing_now_the_incumbent_and_the_node_hours_
     assert progress.doing() == "ranking the space"
     progress.update(StudyCounts(2, 12, "best #1: 3590.0", 45.0))
     progress.status(StatusEvent(Phase.LAUNCHING, trial=2))
-    assert progress.doing() == "trial 3 of 12 (#2): launching"
+    assert progress.doing() == "trial 2 (launch 3 of 12): launching"
     progress.status(StatusEvent(Phase.WAITING_READY, trial=2))
-    assert progress.doing() == "trial 3 of 12 (#2): waiting for readiness"
+    assert progress.doing() == "trial 2 (launch 3 of 12): waiting for readiness"
     progress.status(StatusEvent(Phase.MEASURING, trial=2, load_index=1, loads=4, load={"max_concurrency": 32}))
-    assert progress.doing() == "trial 3 of 12 (#2): load 2 of 4 (max_concurrency=32)"
+    assert progress.doing() == "trial 2 (launch 3 of 12): load 2 of 4 (max_concurrency=32)"
     summary = progress.summary()
-    assert "2/12 trials done" in summary and "best #1: 3590.0" in summary and "0.75 node-hours of 2.00" in summary
+    assert "2/12 launches done" in summary and "best #1: 3590.0" in summary and "0.75 node-hours of 2.00" in summary
     rendered = io.StringIO()
     Console(file=rendered, width=100, color_system=None).print(progress)
     assert "load 2 of 4 (max_concurrency=32)" in rendered.getvalue() and "best #1: 3590.0" in rendered.getvalue()
@@ -81,12 +81,22 @@ def test_plain_mode_prints_one_line_per_phase_change() -> None:
     clock.now += 42
     progress.trial_finished(StudyCounts(1, 2, "best #0: 1611.1", 10), "trial 0: 1611.1")
     assert out.getvalue().splitlines() == [
-        "trial 1 of 2 (#0): checking the configuration",
-        "trial 1 of 2 (#0): launching",  # once, though emitted twice
-        "trial 1 of 2 (#0): waiting for readiness",
-        "trial 1 of 2 (#0): load 1 of 1 (the workload's own)",
-        "trial 0: 1611.1  [1/2 trials done · best #0: 1611.1 · 0.17 node-hours · ETA 42 s]",
+        "trial 0 (launch 1 of 2): checking the configuration",
+        "trial 0 (launch 1 of 2): launching",  # once, though emitted twice
+        "trial 0 (launch 1 of 2): waiting for readiness",
+        "trial 0 (launch 1 of 2): load 1 of 1 (the workload's own)",
+        "trial 0: 1611.1  [1/2 launches done · best #0: 1611.1 · 0.17 node-hours · ETA 42 s]",
     ]
+
+
+def test_one_numbering_the_workload_measured_and_no_launch_past_the_budget() -> None:
+    progress, _, _ = _progress(live=True)
+    progress.update(StudyCounts(4, 8, "best #3: 1.02", 10))
+    progress.status(StatusEvent(Phase.MEASURING, 6, 0, 6, {"max_concurrency": 16}, workload="random-4000-200"))
+    assert progress.doing() == "trial 6 (launch 5 of 8): workload random-4000-200, load 1 of 6 (max_concurrency=16)"
+    progress.update(StudyCounts(8, 8, "best #3: 1.02", 20))  # the budget spent: a trial now checks, launches nothing
+    progress.status(StatusEvent(Phase.STARTING, 9))
+    assert progress.doing() == "trial 9: checking the configuration"
 
 
 def test_durations_read_as_a_person_says_them() -> None:

@@ -101,10 +101,15 @@ class StudyProgress:
         if event.trial is None:
             return event.phase.value
         counts = self.counts
-        which = f"trial {counts.done + 1} of {counts.total} (#{event.trial})" if counts else f"trial #{event.trial}"
+        # one numbering: the trial's own number (as its finished line and `study show` name it); the budget's count
+        # beside it, while the budget has launches left (a duplicate or a rejection after it launches nothing)
+        which = f"trial {event.trial}"
+        if counts and counts.done < counts.total:
+            which += f" (launch {counts.done + 1} of {counts.total})"
         if event.phase == Phase.MEASURING:
             load = ", ".join(f"{k}={v}" for k, v in (event.load or {}).items()) or "the workload's own"
-            return f"{which}: load {event.load_index + 1} of {event.loads} ({load})"
+            of = f"workload {event.workload}, " if event.workload else ""
+            return f"{which}: {of}load {event.load_index + 1} of {event.loads} ({load})"
         return f"{which}: {event.phase.value}"
 
     # -- trials done ----------------------------------------------------------------------------------------------
@@ -149,7 +154,7 @@ class StudyProgress:
         if self.budget_node_minutes is not None:
             hours += f" of {self.budget_node_minutes / 60:.2f}"
         eta = self.eta_s()
-        parts = [f"{counts.done}/{counts.total} trials done", counts.best, hours,
+        parts = [f"{counts.done}/{counts.total} launches done", counts.best, hours,
                  "ETA " + (duration_text(eta) if eta is not None else "after the first trial")]  # fmt: skip
         return " · ".join(parts)
 

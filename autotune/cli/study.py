@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autotune.cli import run_summary
 from autotune.cli.best_view import print_best
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
@@ -127,6 +128,23 @@ def run(
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60,
                          warm_start=sources, n_trials_given=given is not None)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
+    console.print(run_summary.header(space, space_file, options), markup=False, soft_wrap=True)
+    try:
+        result = _run(space, space_file, options, workers, console)
+    except KeyboardInterrupt:
+        console.print(f"interrupted; rerun the same command to resume ({run_summary.resume_hint(name, storage)})",
+                      markup=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(130) from None
+    if stopped := (_over_n_trials_line(result, given) or budget.stop_line(result, budget.LaunchCatalogue(space))
+                   or _timeout_line(result, options)):  # fmt: skip
+        console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
+    print_best(result)
+    for line in run_summary.after_lines(result, space, storage):
+        print(line)
+
+
+def _run(space, space_file: Path, options: RunOptions, workers: int, console: Console) -> optuna.Study:
+    """The study's trials, with their progress on ``console``; the study once they are done."""
     with StudyProgress(console, options.budget_node_minutes) as progress:
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
@@ -138,10 +156,7 @@ def run(
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
                 study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
-    if stopped := (_over_n_trials_line(result, given) or budget.stop_line(result, budget.LaunchCatalogue(space))
-                   or _timeout_line(result, options)):  # fmt: skip
-        console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
-    print_best(result)
+    return result
 
 
 def _over_n_trials_line(study: optuna.Study, given: int | None) -> str | None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune import records
-from autotune.evidence.mix_table import TABLE_HEADERS, load_text, table_lines, workload_rows
+from autotune.evidence.mix_table import TABLE_HEADERS, load_text, references_text, table_lines, workload_rows
 from autotune.evidence.reproduce import bench_argv
 
 _CAPTION = ("gain: the mix's best against the baseline on that workload; own best: the best trial on that workload "
@@ -19,8 +19,8 @@ _CAPTION = ("gain: the mix's best against the baseline on that workload; own bes
 
 def mix_metric_text(record: records.TrialRecord, metric: str) -> str:
     """What a several-workload trial's value is, in words: no throughput, but each workload's relative to its
-    baseline, mixed."""
-    return f"the mix ({record.mix or 'geomean'}) of each workload's {metric} relative to its baseline"
+    reference (the baseline's, or where the baseline misses the workload's SLO the first trial's that met it), mixed."""
+    return f"the mix ({record.mix or 'geomean'}) of each workload's {metric} relative to its reference"
 
 
 def mix_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: str) -> Table:
@@ -29,10 +29,11 @@ def mix_table(study: optuna.Study, best: optuna.trial.FrozenTrial, simulated: st
     record = records.TrialRecord.of(best)
     title = (f"{simulated}workloads: baseline vs the mix's best, trial {best.number} ({study.study_name}; "
              f"{metric}; mix {record.mix or 'geomean'} = {best.values[0]:.3f})")  # fmt: skip
-    table = Table(title=title, caption=_CAPTION)
+    rows = workload_rows(study, best)
+    table = Table(title=title, caption=f"{_CAPTION}\n{references_text(rows)}")
     for header in TABLE_HEADERS:
         table.add_column(header, justify="left" if header in ("workload", "own best's configuration") else "right")
-    for cells in table_lines(workload_rows(study, best), metric):
+    for cells in table_lines(rows, metric):
         table.add_row(*cells)
     return table
 

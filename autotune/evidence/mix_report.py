@@ -8,16 +8,18 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
-from autotune.evidence.mix_table import TABLE_HEADERS, is_mix_study, table_lines, workload_rows
+from autotune.evidence.mix_table import TABLE_HEADERS, is_mix_study, references_text, table_lines, workload_rows
 from autotune.search.ranking import best_trial
 
 
 def workload_table_html(study: optuna.Study, best: optuna.trial.FrozenTrial) -> str:
     """Per workload: baseline vs the mix's best (gain), its own best and the regret, as an HTML table."""
     metric = study.metric_names[0] if study.metric_names else "value"
-    frame = pd.DataFrame(table_lines(workload_rows(study, best), metric), columns=TABLE_HEADERS)
+    rows = workload_rows(study, best)
+    frame = pd.DataFrame(table_lines(rows, metric), columns=TABLE_HEADERS)
     caption = (f"<p>Each workload's {html.escape(metric)}: the study's baseline, the one launch command's (the mix's "
-               "best) and each workload's own best trial; regret is what the one command costs on it.</p>")  # fmt: skip
+               "best) and each workload's own best trial; regret is what the one command costs on it. "
+               f"{html.escape(references_text(rows))}.</p>")  # fmt: skip
     return caption + frame.to_html(index=False, classes="workloads")
 
 

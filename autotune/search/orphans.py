@@ -107,6 +107,16 @@ def end_dead_workers_trials(study: optuna.Study) -> list[int]:
     return [trial.number for trial in dead_workers_trials(study) if _end(study, trial)]
 
 
+def end_own_trials(study: optuna.Study) -> list[int]:
+    """End the RUNNING trials this process runs, as a dead worker's are (kill, count, fail, retry): a ``study run``
+    interrupted (Ctrl-C) leaves no trial RUNNING; the next run measures the configuration again. Returns their
+    numbers."""
+    this_one = TunerProcess.this_one().model_dump()
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    own = [t for t in running if records.TrialRecord.of(t).worker_process == this_one]
+    return [trial.number for trial in own if _end(study, trial, why="interrupted")]
+
+
 def dead_workers_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The study's RUNNING trials whose tuner is gone from this host, or whose heartbeat is stale (only reads: a worker
     looks outside the budget lock first, and takes the lock to end them only when there are any)."""
@@ -148,7 +158,7 @@ def _kill_orphan(number: int, engine: EngineProcess) -> float | None:
     return time.time()
 
 
-def _end(study: optuna.Study, trial: FrozenTrial) -> bool:
+def _end(study: optuna.Study, trial: FrozenTrial, why: str = "its worker is gone") -> bool:
     """Kill the trial's engine (where it runs here), record its node-minutes, fail it and retry it; False when its own
     worker finished it meanwhile."""
     storage, engine = optuna_private.storage_of(study), EngineProcess.of(trial)
@@ -166,6 +176,6 @@ def _end(study: optuna.Study, trial: FrozenTrial) -> bool:
             return False
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
-    log.warning("trial %d: its worker is gone; failed, and retried as a new trial", trial.number)
+    log.warning("trial %d: %s; failed, and retried as a new trial", trial.number, why)
     KillOrphanAndRetry()(study, storage.get_trial(trial_id))
     return True

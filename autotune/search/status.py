@@ -28,6 +28,7 @@ class StatusEvent:
     load_index: int | None = None  # 0-based index of the load among the sweep's levels
     loads: int | None = None  # the sweep's levels in all
     load: dict | None = None
+    workload: str | None = None  # of a several-workload study: the workload this load is of
 
 
 StatusCallback = Callable[[StatusEvent], None]

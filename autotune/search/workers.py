@@ -36,7 +36,7 @@ from autotune.search.backends import engine_for
 from autotune.search.heartbeat import Heartbeat
 from autotune.search.locks import budget_lock
 from autotune.search.objective import REASON_LIMIT, Objective
-from autotune.search.orphans import dead_workers_trials, end_dead_workers_trials, mark_worker
+from autotune.search.orphans import dead_workers_trials, end_dead_workers_trials, end_own_trials, mark_worker
 from autotune.search.status import StatusCallback, no_status
 from autotune.search.storage import unwritable
 from autotune.search.study import (
@@ -103,6 +103,12 @@ def run_trials(prepared: PreparedStudy,
             _run_trials_until_done(prepared, on_trial, started)
     except stopping.Terminated:
         raise AutotuneError("stopped by SIGTERM; the running trial will be retried by the next `study run`") from None
+    except KeyboardInterrupt:
+        # the engine is down already (its context manager took it down on the way out); its trial is ended and
+        # queued again here, under the budget lock, so that no trial stays RUNNING until a heartbeat goes stale
+        with budget_lock(prepared.options.storage, prepared.options.name, prepared.options.studies_dir):
+            end_own_trials(study)
+        raise
     return study
 
 

@@ -37,3 +37,14 @@ def metric_kind(name: str) -> MetricKind:
 def metric_direction(name: str) -> Direction:
     """The way ``name`` gets better: ``"maximize"`` a throughput, ``"minimize"`` a latency."""
     return KIND_DIRECTION[metric_kind(name)]
+
+
+def metric_unit(name: str) -> str:
+    """The unit a value of ``name`` is printed with: ``tok/s``, ``req/s`` or ``ms`` ('' for a name of neither kind,
+    e.g. a mix's ratio)."""
+    kind = _KIND_OF.get(name)
+    if kind == "latency":
+        return "ms"
+    if kind == "throughput":
+        return "req/s" if name.startswith("request_") else "tok/s"
+    return ""

@@ -30,10 +30,10 @@ def test_a_tiny_simulated_study_prints_its_phases_in_order(tmp_path) -> None:
         return next(i for i, line in enumerate(lines) if fragment in line and i > after)
 
     ranking = first("ranking the space")
-    launching = first("trial 1 of 2 (#0): launching", ranking)
-    ready = first("trial 1 of 2 (#0): waiting for readiness", launching)
-    load = first("trial 1 of 2 (#0): load 1 of", ready)
+    launching = first("trial 0 (launch 1 of 2): launching", ranking)
+    ready = first("trial 0 (launch 1 of 2): waiting for readiness", launching)
+    load = first("trial 0 (launch 1 of 2): load 1 of", ready)
     finished = first("trial 0: ", load)
-    second = first("trial 2 of 2 (#1): ", finished)
-    assert "1/2 trials done" in lines[finished] and "ETA" in lines[finished]
-    assert first("2/2 trials done", second) > second
+    second = first("trial 1 (launch 2 of 2): ", finished)
+    assert "1/2 launches done" in lines[finished] and "ETA" in lines[finished]
+    assert first("2/2 launches done", second) > second
