@@ -101,7 +101,10 @@ class ServerCrashed(AutotuneError):
         self.returncode, self.log_tail = returncode, log_tail
         last = next((line for line in reversed(log_tail.splitlines()) if line.strip()), "")
         what = "engine failed while running" if returncode is None else f"engine exited with code {returncode}"
-        super().__init__(f"{what}: {shorten(last, 200)}")
+        if returncode == 0:  # no error of its own: a server does not end by itself, so it never started serving
+            what = "engine exited with code 0 before it was ready (it did not start a server: a flag that prints "
+            what += "and exits, such as --help or --version, or a wrapper script that does not wait for the server)"
+        super().__init__(f"{what}: {shorten(last, 200)}" if last else f"{what}; its log is empty")
 
 
 class ServerStartTimeout(AutotuneError):
