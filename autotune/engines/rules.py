@@ -18,30 +18,47 @@ def _gpus_fit(ctx: RuleContext) -> str | None:
 GPU_COUNT = Rule("gpu-count", "the parallel layout fits in the machine's GPUs", _gpus_fit)
 
 
-def _weight_shards(ctx: RuleContext) -> int:
-    cfg = ctx.config
-    shards = (cfg.tp or 1) * (cfg.pp or 1)
-    # With expert parallelism the experts (nearly all of an MoE's bytes) are spread over the EP group too.
-    if ctx.model and ctx.model.moe and (cfg.ep or 1) > 1:
-        shards = max(shards, cfg.ep or 1, shards * (cfg.dp or 1))
-    return shards
+# The bytes of an MoE checkpoint outside its experts (attention, embeddings, dense layers, shared experts): 2–4% for
+# DeepSeek-V3 and Qwen3-235B, 5% as an upper bound. They are replicated on every data-parallel rank; experts are not
+# where the engine shards them over the data-parallel group.
+_MOE_NON_EXPERT_SHARE = 0.05
 
 
-def _weights_fit(ctx: RuleContext) -> str | None:
-    model, hw = ctx.model, ctx.hardware
-    if not (model and model.parameter_bytes and hw.gpus and hw.gpu_memory_gb):
+def _weights_per_gpu(ctx: RuleContext, experts_over_dp: bool) -> float:
+    """Bytes of weights on each GPU: the dense part over TP × PP; an MoE's experts over the EP group where expert
+    parallelism is on, and where the engine spreads them over DP × TP without it (``experts_over_dp``: vLLM, whose
+    expert layers form one tensor-parallel group of DP × TP ranks by default)."""
+    cfg, model = ctx.config, ctx.model
+    dense_shards = (cfg.tp or 1) * (cfg.pp or 1)
+    if not model.moe:
+        return model.parameter_bytes / dense_shards
+    expert_parallel = (cfg.ep or 1) > 1
+    expert_shards = dense_shards * (cfg.dp or 1) if (expert_parallel or experts_over_dp) else dense_shards
+    expert_shards = max(expert_shards, cfg.ep or 1)
+    share = _MOE_NON_EXPERT_SHARE
+    return model.parameter_bytes * (share / dense_shards + (1 - share) / expert_shards)
+
+
+def weights_fit_rule(experts_over_dp: bool = False) -> Rule:
+    """The ``weights-fit`` rule of an engine (``experts_over_dp``: see ``_weights_per_gpu``)."""
+
+    def test(ctx: RuleContext) -> str | None:
+        model, hw = ctx.model, ctx.hardware
+        if not (model and model.parameter_bytes and hw.gpus and hw.gpu_memory_gb):
+            return None
+        per_gpu = _weights_per_gpu(ctx, experts_over_dp) / 1e9
+        budget = hw.gpu_memory_gb * (ctx.config.gpu_memory_utilization or _DEFAULT_MEMORY_FRACTION)
+        if per_gpu > budget:
+            return (
+                f"{model.name} needs ~{per_gpu:.0f} GB of weights per GPU in this layout, more than the "
+                f"{budget:.0f} GB the memory fraction allows on a {hw.gpu_memory_gb:g} GB GPU (out of memory at load)"
+            )
         return None
-    per_gpu = model.parameter_bytes / _weight_shards(ctx) / 1e9
-    budget = hw.gpu_memory_gb * (ctx.config.gpu_memory_utilization or _DEFAULT_MEMORY_FRACTION)
-    if per_gpu > budget:
-        return (
-            f"{model.name} needs ~{per_gpu:.0f} GB of weights per GPU in this layout, more than the "
-            f"{budget:.0f} GB the memory fraction allows on a {hw.gpu_memory_gb:g} GB GPU (out of memory at load)"
-        )
-    return None
+
+    return Rule("weights-fit", "the model's weights fit in GPU memory in this layout", test)
 
 
-WEIGHTS_FIT = Rule("weights-fit", "the model's weights fit in GPU memory in this layout", _weights_fit)
+WEIGHTS_FIT = weights_fit_rule()
 
 
 def _context_within_model(ctx: RuleContext) -> str | None:

@@ -12,7 +12,7 @@ from autotune.engines.defaults import InitDefaults, LayoutChoice, ServingDefault
 from autotune.engines.image import ContainerImage
 from autotune.engines.layout import Layout
 from autotune.engines.models import ModelInfo
-from autotune.engines.rules import CONTEXT_WITHIN_MODEL, GPU_COUNT, WEIGHTS_FIT, only_mtp_rule
+from autotune.engines.rules import CONTEXT_WITHIN_MODEL, GPU_COUNT, only_mtp_rule, weights_fit_rule
 from autotune.errors import FailureKind
 
 # VLLM_ATTENTION_BACKEND is deprecated in 0.13 and silently ignored from 0.14 on; the flag replaces it.
@@ -83,8 +83,12 @@ def _init_attention(info: ModelInfo) -> tuple[list[str | None], str]:
 def _init_moe_layouts(gpus: int) -> list[LayoutChoice]:
     # vLLM: EP spans tp×dp; DP attention is dp>1 with EP
     ep = f"experts spread over all {gpus} GPUs"
+    # without EP, vLLM's expert layers form one tensor-parallel group of DP × TP ranks: DP copies of the attention
+    # over TP GPUs each, the experts spread over all of them
+    over_dp = [({"tp": tp, "dp": gpus // tp}, f"{gpus // tp} attention copies of TP {tp}, experts over all {gpus} GPUs")
+               for tp in (2, 4) if tp < gpus and gpus % tp == 0]  # fmt: skip
     return [({"tp": gpus}, f"tensor parallel over {gpus}"), ({"tp": gpus, "ep": gpus}, f"TP + {ep}"),
-            ({"tp": 1, "dp": gpus, "ep": gpus, "dp_attention": True}, f"DP attention + {ep}")]  # fmt: skip
+            ({"tp": 1, "dp": gpus, "ep": gpus, "dp_attention": True}, f"DP attention + {ep}"), *over_dp]  # fmt: skip
 
 
 class VllmEngine(Engine):
@@ -122,7 +126,7 @@ class VllmEngine(Engine):
     )
     rules = (
         GPU_COUNT,
-        WEIGHTS_FIT,
+        weights_fit_rule(experts_over_dp=True),  # vLLM spreads an MoE's experts over DP × TP without EP
         CONTEXT_WITHIN_MODEL,
         Rule("batched-tokens-cover-seqs", "max_num_batched_tokens ≥ max_num_seqs", _batched_tokens_cover_seqs),
         Rule("ep-spans-tp-dp", "expert parallelism spans tp×dp (vLLM has no EP size)", _expert_parallel_spans_tp_dp),
