@@ -1,4 +1,8 @@
-"""The ``autotune`` command line. Errors become one line on stderr and an exit code (1 runtime, 2 usage)."""
+"""The ``autotune`` command line. Errors become one line on stderr and an exit code (1 runtime, 2 usage).
+
+Each subcommand's module is imported only when that command runs (autotune.cli.lazy_group), and this module imports
+nothing heavy (Optuna, pydantic-settings) at its top: ``autotune --version`` and ``autotune --help`` stay fast.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +12,44 @@ from typing import Annotated
 import typer
 
 from autotune import __version__
-from autotune.cli.usage import OneLineUsage
+from autotune.cli.lazy_group import LazyGroup
 from autotune.errors import AutotuneError
-from autotune.search.storage import unwritable
-from autotune.settings import Settings
 
 
-class _OneLineErrors(OneLineUsage):
+class _OneLineErrors(LazyGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except AutotuneError as exc:
-            if Settings().debug:
+            if _debug():
                 raise
             print(f"autotune: error: {exc}", file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
         except OSError as exc:  # a disk full or read-only under a study: one line with the fix, as our own errors
-            if (error := unwritable(exc)) is None or Settings().debug:
+            from autotune.search.storage import unwritable  # Optuna: imported only when an OSError needs it
+
+            if (error := unwritable(exc)) is None or _debug():
                 raise
             print(f"autotune: error: {error}", file=sys.stderr)
             raise typer.Exit(error.exit_code) from None
 
     def parse_args(self, ctx, args):
-        _flags_take_no_value(self, ctx)  # before the root's own options: its --help is one of them
+        # before the root's own options (its --help is one of them); not its subcommands': reading them would import
+        # every one, so each gets it when it is loaded (on_load)
+        _flags_take_no_value(self, ctx, subcommands=False)
         return super().parse_args(ctx, args)
 
+    def on_load(self, command, ctx):
+        _flags_take_no_value(command, ctx)
 
-def _flags_take_no_value(command, ctx) -> None:
+
+def _debug() -> bool:
+    from autotune.settings import Settings  # pydantic-settings: read only when an error is being reported
+
+    return Settings().debug
+
+
+def _flags_take_no_value(command, ctx, subcommands: bool = True) -> None:
     """Recent typer's rich help prints a flag's type as ``<bool>``, as if it took a value (``--json <bool>``); click's
     plain help prints none. A flag (``--json``, ``--simulate/--no-simulate``, ``--help``) of every command gets an empty
     metavar, which the help shows in place of the type, in every typer: click's public ``Parameter.metavar``, set on
@@ -42,6 +57,8 @@ def _flags_take_no_value(command, ctx) -> None:
     for param in command.get_params(ctx):
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+    if not subcommands:
+        return
     for sub in getattr(command, "commands", {}).values():  # a group's (click's public ``Group.commands``)
         _flags_take_no_value(sub, ctx)
 
@@ -51,6 +68,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # typer's guess reads every command (imports them all); usage.py words its own guess
     help="Bayesian autotuner for LLM inference servers (vLLM, SGLang, TensorRT-LLM). Start with `autotune study run` "
     "(a simulated study, no GPU needed), then `autotune init` for your own model.",
 )
@@ -69,25 +87,6 @@ def _options(
     ] = False,
 ) -> None:
     pass
-
-
-def _register() -> None:
-    from autotune.cli import bench, command, dashboard, dataset, doctor, init, space, study, upgrade
-    from autotune.cli.knobs import knobs_command
-
-    study.app.command(name="upgrade")(upgrade.upgrade_command)  # here: the upgrade uses study's printing
-    app.add_typer(space.app, name="space")
-    app.add_typer(dataset.app, name="dataset")
-    app.command(name="bench")(bench.bench)
-    app.add_typer(study.app, name="study")
-    app.command(name="command")(command.command)
-    app.command(name="dashboard")(dashboard.dashboard)
-    app.command(name="init")(init.init)
-    app.command(name="doctor")(doctor.doctor)
-    app.command(name="knobs")(knobs_command)
-
-
-_register()
 
 
 def main() -> None:
