@@ -271,7 +271,8 @@ def test_the_sbatch_autotune_command_is_accepted_by_the_cli(tmp_path: Path) -> N
 
 
 def test_readme_commands_make_the_secret_and_configmap_the_manifests_read() -> None:
-    section = (DEPLOY.parent / "README.md").read_text().partition("## Workers on a cluster")[2].partition("\n## ")[0]
+    page = DEPLOY.parent / "docs" / "clusters.md"
+    section = page.read_text().partition("## Workers on a cluster")[2].partition("\n## ")[0]
     _, container = _worker_job()
     secret = yaml.safe_load(SECRET_TEMPLATE.read_text())
     config = _env(container)["STUDY_NAME"]["valueFrom"]["configMapKeyRef"]

@@ -1,6 +1,7 @@
-"""An engine from another package: the README's example plug-in (its adapter file and its pyproject entry-point
-lines, taken from the section "Adding an engine" as they are printed there) is installed into a fresh venv of its own
-with pip, offline, and runs a study end to end there, on the scripted server, then `study best` exports it.
+"""An engine from another package: docs/engine-plugins.md's example plug-in (its adapter file and its pyproject
+entry-point lines, taken from the section "Adding an engine" as they are printed there) is installed into a fresh
+venv of its own with pip, offline, and runs a study end to end there, on the scripted server, then `study best`
+exports it.
 
 The venv sees this interpreter's packages (``--system-site-packages`` gives the base interpreter's; a ``.pth`` adds
 this venv's and the checkout), so nothing is downloaded; the tiny package is built by an in-tree PEP 517 backend of
@@ -30,7 +31,7 @@ from tests.venvs import fresh_venv
 
 SCRIPTED_SERVER = ["-m", "autotune.testing.scripted", "serve", "scripted-model"]  # speaks enough of any engine's argv
 # A wheel of the project's modules with the entry points of pyproject.toml's [project.entry-points] (what a real
-# backend writes to entry_points.txt), so the test exercises the README's lines themselves.
+# backend writes to entry_points.txt), so the test exercises the page's lines themselves.
 BACKEND = """
 import base64, hashlib, pathlib, tomllib, zipfile
 
@@ -59,8 +60,8 @@ BUILD_SYSTEM = '[build-system]\nrequires = []\nbuild-backend = "backend"\nbacken
 
 
 def readme_plugin() -> tuple[str, str]:
-    """The README's example adapter module and pyproject lines (the section's python and toml blocks)."""
-    text = (REPO / "README.md").read_text()
+    """docs/engine-plugins.md's example adapter module and pyproject lines (the section's python and toml blocks)."""
+    text = (REPO / "docs" / "engine-plugins.md").read_text()
     section = text[text.index("## Adding an engine") :]
     section = section[: section.index("\n## ", 1)]
     blocks = dict(re.findall(r"```(python|toml)\n(.*?)```", section, re.S))
@@ -68,7 +69,7 @@ def readme_plugin() -> tuple[str, str]:
 
 
 def plugin_venv(tmp_path: Path) -> Path:
-    """A fresh venv with the README's plug-in installed by pip (offline); its python. Skips, saying why, where a
+    """A fresh venv with the documented plug-in installed by pip (offline); its python. Skips, saying why, where a
     venv cannot be made or pip cannot install into it here."""
     module, pyproject = readme_plugin()
     package = tmp_path / "autotune-llamacpp"

@@ -4,7 +4,7 @@ One row per configuration (the old baselines, then the old best) and workload: t
 study's for the same parameters, the change in the objective's direction (+ = better on the new version), and its
 noise interval where repeats exist (Welch's, over every launch of that configuration in each study, 95%). A
 configuration measured once on a side has no interval: a change beyond ``SINGLE_RUN_NOISE`` is called slower or
-faster, and within it "within noise" — this machine measures ±15% run to run at worst (README), so single runs
+faster, and within it "within noise" — this machine measures ±15% run to run at worst (docs/warm-start.md), so single runs
 cannot tell a smaller change from noise.
 """
 

@@ -5,7 +5,7 @@
   word of it, or of the flags it renders to, appears in an error line of the engine's log and in no other parameter's
   value or flags; a value some trial already served with is never blamed. Rules live in the study's user
   attributes (``learned_rule:<param>=<value>``), so a restarted study and every worker on the storage see them.
-- **Out-of-memory dominance.** Memory need is monotone in some knobs (README "Failures are learned"): a
+- **Out-of-memory dominance.** Memory need is monotone in some knobs (docs/search.md, "Failures are learned"): a
   configuration that needs at least as much memory as one that ran out at a load runs out there too, so it is
   measured only below that load, and not launched at all when the other one ran out at its lightest load.
 """
