@@ -121,7 +121,8 @@ def run(
         executables[next(iter(space.engines))] = shlex.split(executable)
     settings = Settings()
     console = Console(stderr=True)
-    sources = warm_sources(warm_start, warm_start_storage, space, name, console)
+    sources = warm_sources(warm_start, warm_start_storage, space, name, console, run_storage=storage,
+                           space_path=space_file)
     options = RunOptions(name=name, storage=storage_url(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s, gpus=parse_gpus(gpus) if gpus else None,

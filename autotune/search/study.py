@@ -125,7 +125,9 @@ def create_or_load(space: SearchSpace, space_path: Path, options: RunOptions, st
         baselines = [f for f in first if f.marks.get("baseline")]
         lead = warm_start.first_configurations(space, warm, baselines)
         taken = [f.params for f in lead]
-        first = lead + [f for f in first[len(baselines) :] if f.params not in taken]
+        # no more than the budget launches: a pick queued past it would be left WAITING when the study stops (the
+        # prior's picks go first, then the sources' runners-up; the warm prior queues more if the budget is raised)
+        first = (lead + [f for f in first[len(baselines) :] if f.params not in taken])[: options.n_trials]
     with budget_lock(options.storage, options.name, options.studies_dir):  # workers starting at once: each step once
         described = records.StudyRecord.of(study)
         if warm is not None and described.warm_sources is None and not described.first_queued:

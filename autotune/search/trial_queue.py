@@ -35,6 +35,13 @@ def queue_fixed(study: optuna.Study, fixed: FixedConfiguration) -> None:
     study.enqueue_trial(fixed.params, user_attrs=fixed.marks)
 
 
+def room_for_another(study: optuna.Study, trials: list[FrozenTrial]) -> bool:
+    """Whether the budget has room for one more launch beside those taken and queued: a pick queued after the last
+    trial the budget allows (the warm prior's, after every trial) would stay WAITING once the study stops."""
+    waiting = sum(1 for t in trials if t.state == TrialState.WAITING)
+    return budget.launches_taken(trials) + waiting < budget.study_budget(study)
+
+
 def queued_params(study: optuna.Study) -> list[dict[str, Any]]:
     """The configurations of the study's queued trials and of every trial that was queued (as queued)."""
     return [

@@ -39,7 +39,7 @@ from autotune.search.objective import config_key
 from autotune.search.prior import launch_configurations, prior_model, rank
 from autotune.search.ranking import feasible, maximizes
 from autotune.search.setup import with_engine
-from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
+from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params, room_for_another
 from autotune.space.schema import SearchSpace
 
 RIDGE = 1.0  # the ridge penalty: an effect needs a few measurements behind it to move far from 0
@@ -86,10 +86,12 @@ class WarmModel:
 
 def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: int) -> WarmWeight:
     """The model's weight after trial ``number``, from this study's own launches (not a duplicate's copy): feasible
-    ones by their value, those that met no SLO or failed below them all."""
+    ones by their value, those that met no SLO or failed below them all. A pruned trial is no measurement: its value
+    is Optuna's (a checkpoint's, part-way through a benchmark), and a real winner pruned early had cut the weight from
+    1.00 to 0.50, ranked below every feasible launch."""
     worst = -math.inf if maximize else math.inf  # an SLO missed or a failed launch: below every feasible value
     own = [(model.predict(t.params), t.values[0] if feasible(t) else worst) for t in trials
-           if records.measured_itself(t)]  # fmt: skip
+           if records.measured_itself(t) and t.state != TrialState.PRUNED]  # fmt: skip
     pairs = concordant = 0
     for i, (predicted_i, value_i) in enumerate(own):
         for predicted_j, value_j in own[i + 1 :]:
@@ -149,9 +151,12 @@ def ranking(space: SearchSpace, model: WarmModel, trust: float) -> list[tuple[di
 
 def next_configuration(study: optuna.Study, space: SearchSpace,
                        ranked: list[tuple[dict[str, Any], float]]) -> FixedConfiguration | None:  # fmt: skip
-    """The best-ranked configuration no trial has tried or queued and no learned rule refuses, worth queueing."""
+    """The best-ranked configuration no trial has tried or queued and no learned rule refuses, worth queueing, while
+    the budget has room for its launch (else it would be left WAITING when the study stops)."""
     trials = study.get_trials(deepcopy=False)
     if any(t.state == TrialState.WAITING for t in trials):  # queued ones go first; the next step looks again
+        return None
+    if not room_for_another(study, trials):
         return None
     tried = {records.config_key(t) for t in trials}
     queued = queued_params(study)

@@ -19,14 +19,19 @@ worker and every later run sees the same thing and no source storage is opened a
   (the calibration ranks the runners-up with the rest).
 
 A study's identity (model family, hardware, engine versions) is recorded when it is made, so ``--warm-start auto``
-is a query: every finished study of the storage with the same model family, hardware and engines.
+is a query: every finished study of the storage with the same model family, hardware and engines, whose values
+mean what this study's will (a mix's are not a one-workload study's), most alike first
+(``autotune.search.warm_similarity``: the same space, then the same workload shape). Each source's best is 1.0 of
+itself: of equal relative values, the more alike source's goes first.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
-from pathlib import PurePosixPath
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import optuna
@@ -45,7 +50,7 @@ from autotune.records import (
     WarmMeasurement,
     WarmWeight,
 )
-from autotune.search import warm_rules
+from autotune.search import warm_rules, warm_similarity
 from autotune.search.calibration import keyed_ranking
 from autotune.search.prior import prior_model
 from autotune.search.ranking import maximized, ranked
@@ -120,19 +125,63 @@ def open_source(source: WarmSource) -> optuna.Study:
                          "(another storage: --warm-start-storage URL)") from None  # fmt: skip
 
 
-def auto_sources(storages: list[str], identity: StudyIdentity, exclude: str) -> list[WarmSource]:
-    """Every finished study in ``storages`` of the same model family, hardware and engines (not ``exclude``)."""
+class NearStudy(BaseModel):
+    """A finished study of the same hardware and engines that ``--warm-start auto`` does not take, and why."""
+
+    model_config = ConfigDict(frozen=True)
+    study: str
+    why_not: str  # e.g. "model llama-3.1-8b", "2 workloads"
+
+
+def auto_sources(storages: list[str], identity: StudyIdentity, exclude: str, space: SearchSpace | None = None,
+                 space_path: Path | None = None) -> list[WarmSource]:  # fmt: skip
+    """Every finished study in ``storages`` of the same model family, hardware and engines (not ``exclude``) whose
+    values mean what this one's will (not a mix for a one-workload study, nor the reverse), most alike first
+    (``autotune.search.warm_similarity``: the same space, then the same workload shape)."""
     found = []
+    for url, name, study, record in _studies(storages, exclude):
+        if record.identity is None or not same_kind(record.identity, identity):
+            continue
+        if (space is not None and not warm_similarity.measures_alike(record, space)) or not finished(study):
+            continue
+        alike = warm_similarity.similarity(record, name, _finished_at(study), identity, space, space_path)
+        found.append((alike.order(), WarmSource(storage=url, study=name)))
+    return [source for _, source in sorted(found, key=lambda pair: pair[0])]
+
+
+def near_studies(storages: list[str], identity: StudyIdentity, exclude: str, space: SearchSpace) -> list[NearStudy]:
+    """The finished studies of the same hardware and engines ``--warm-start auto`` does not take (another model
+    family, or workloads measured another way): what a user may name with ``--warm-start NAME`` instead."""
+    near = []
+    for _, name, study, record in _studies(storages, exclude):
+        theirs = record.identity
+        if theirs is None or theirs.hardware != identity.hardware or set(theirs.engines) != set(identity.engines):
+            continue
+        if not finished(study):
+            continue
+        count = len(record.workloads or [record.workload])
+        if theirs.model_family != identity.model_family:
+            near.append(NearStudy(study=name, why_not=f"model {theirs.model_family or 'not recorded'}"))
+        elif not warm_similarity.measures_alike(record, space):
+            near.append(NearStudy(study=name, why_not=f"{count} workload{'s' if count > 1 else ''}"))
+    return near
+
+
+def _studies(storages: list[str], exclude: str) -> Iterator[tuple[str, str, optuna.Study, StudyRecord]]:
+    """(storage URL, name, study, record) of every study in ``storages`` but ``exclude`` (its trials not read yet:
+    the callers read them only of a study whose record fits)."""
     for url in storages:
         storage = open_storage(url)
         for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
             if summary.study_name == exclude:
                 continue
             study = optuna.load_study(study_name=summary.study_name, storage=storage)
-            theirs = StudyRecord.of(study).identity
-            if theirs is not None and same_kind(theirs, identity) and finished(study):
-                found.append(WarmSource(storage=url, study=summary.study_name))
-    return found
+            yield url, summary.study_name, study, StudyRecord.of(study)
+
+
+def _finished_at(study: optuna.Study) -> datetime.datetime | None:
+    ends = [t.datetime_complete for t in study.get_trials(deepcopy=False) if t.datetime_complete is not None]
+    return max(ends, default=None)
 
 
 def snapshot(space: SearchSpace, sources: list[WarmSource]) -> WarmSnapshot:
@@ -151,7 +200,7 @@ def snapshot(space: SearchSpace, sources: list[WarmSource]) -> WarmSnapshot:
         oom += list(record.inherited_oom or []) + _oom_failures(study.study_name, trials)
         measurements += _relative(space, study, trials)
         residuals += _residuals(space, study.study_name, record, trials)
-    measurements.sort(key=lambda m: -m.relative)
+    measurements.sort(key=lambda m: -m.relative)  # stable: of equal values, the earlier (more alike) source's first
     return WarmSnapshot(sources=[s.study for s in sources], rules=rules, oom=oom, measurements=measurements,
                         residuals=residuals)  # fmt: skip
 
