@@ -17,6 +17,7 @@ from autotune.bench.metrics import client_health, compute_metrics, per_request_l
 from autotune.bench.mix import class_metrics
 from autotune.bench.results import BenchmarkResult
 from autotune.bench.shards import run_sharded
+from autotune.bench.steady import SteadyWindow, steady_window
 from autotune.space.schema import Workload
 
 _WARMUP_SEED_OFFSET = 1_000_003  # warm-up prompts differ from the measured ones, so they do not prime prefix caches
@@ -24,12 +25,15 @@ _WARMUP_SEED_OFFSET = 1_000_003  # warm-up prompts differ from the measured ones
 
 @dataclass(frozen=True)
 class Progress:
-    """Running state at a checkpoint: counts so far and the metrics of the requests finished so far."""
+    """Running state at a checkpoint: counts so far, the metrics of the requests finished so far (from the first
+    request sent: what an SLO lost part-way is judged on) and those of the steady-state window (after the ramp-up:
+    what the pruner judges, ``autotune.bench.steady``; None while it is too short)."""
 
     finished: int
     total: int
     elapsed_s: float
     metrics: dict
+    steady: SteadyWindow | None = None
 
 
 ProgressHook = Callable[[Progress], None]
@@ -60,7 +64,8 @@ class _Checkpoints:
             self.calls.append(self.worker.submit(self._report, list(self.done), elapsed))
 
     def _report(self, done: list[RequestRecord], elapsed: float) -> None:
-        self.hook(Progress(len(done), self.total, elapsed, compute_metrics(done, max(elapsed, 1e-9))))
+        running = compute_metrics(done, max(elapsed, 1e-9))
+        self.hook(Progress(len(done), self.total, elapsed, running, steady_window(done, self.total)))
 
     def _raise_failed(self) -> None:
         for call in self.calls:

@@ -57,7 +57,7 @@ def _measurements(study: optuna.Study, params: dict[str, Any],
             for result in records.workload_results(trial):
                 if result.measured and result.name in values:
                     values[result.name].append(result.value)
-        elif trial.values:
+        elif trial.values and trial.state == optuna.trial.TrialState.COMPLETE:  # a pruned one's is partial
             values[workloads[0]].append(trial.values[0])
     return values, (None if any(values.values()) else failure)
 

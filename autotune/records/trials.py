@@ -261,8 +261,10 @@ def is_duplicate(trial: FrozenTrial) -> bool:
 
 def measured_itself(trial: FrozenTrial) -> bool:
     """Whether the trial measured its own configuration: launched, not a duplicate's copy, with a value (feasible or
-    not: a launch that met no SLO or failed has its pessimistic value)."""
-    return launched(trial) and not is_duplicate(trial) and bool(trial.values)
+    not: a launch that met no SLO or failed has its pessimistic value). A pruned trial did not: Optuna gives it its
+    last intermediate value, a part of a benchmark, which must never stand as a measurement."""
+    pruned = trial.state == optuna.trial.TrialState.PRUNED
+    return launched(trial) and not is_duplicate(trial) and bool(trial.values) and not pruned
 
 
 def failure_kind(trial: FrozenTrial) -> str | None:

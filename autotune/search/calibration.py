@@ -46,7 +46,7 @@ from autotune.search.ranking import best_of, maximizes, sign
 from autotune.search.ranking import ranked as best_first
 from autotune.search.residuals import Calibration, measured_configurations
 from autotune.search.setup import with_engine
-from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
+from autotune.search.trial_queue import FixedConfiguration, queue_within_budget, queued_params
 from autotune.space.schema import SearchSpace
 
 LAST = 10  # `study show` gives the error over the whole study and over this many last trials
@@ -172,7 +172,7 @@ def _model_missed_last(trials: list[FrozenTrial], maximize: bool) -> bool:
     model is trusted only as far as it predicts, so a miss gives the next turn to the incumbent's neighbours (a
     model wrong about one corner can otherwise spend a dozen launches there while the optimum lies next door)."""
     last = _last_finished(trials)
-    if last is None:
+    if last is None or last.state == TrialState.PRUNED:  # stopped part-way, it measured nothing the model can miss
         return False
     record = TrialRecord.of(last)
     if record.calibrated_predicted is None or record.neighbour_of is not None:
@@ -252,7 +252,7 @@ def step(study: optuna.Study, space: SearchSpace, finished: FrozenTrial,
         if calibration.rows:
             fixed = next_configuration(study, space, keyed, calibration)
             if fixed is not None:
-                queue_fixed(study, fixed)
+                queue_within_budget(study, fixed)
     return error
 
 

@@ -35,6 +35,15 @@ def queue_fixed(study: optuna.Study, fixed: FixedConfiguration) -> None:
     study.enqueue_trial(fixed.params, user_attrs=fixed.marks)
 
 
+def queue_within_budget(study: optuna.Study, fixed: FixedConfiguration) -> bool:
+    """Queue a proposer's pick (the calibrated model's, a neighbour after a duplicate) where the budget has room for
+    it; False where it has none (a pick queued past the budget would stay WAITING once the study stops)."""
+    if not room_for_another(study, study.get_trials(deepcopy=False)):
+        return False
+    queue_fixed(study, fixed)
+    return True
+
+
 def room_for_another(study: optuna.Study, trials: list[FrozenTrial]) -> bool:
     """Whether the budget has room for one more launch beside those taken and queued: a pick queued after the last
     trial the budget allows (the warm prior's, after every trial) would stay WAITING once the study stops."""

@@ -91,7 +91,7 @@ def weight(model: WarmModel, trials: list[FrozenTrial], maximize: bool, number: 
     1.00 to 0.50, ranked below every feasible launch."""
     worst = -math.inf if maximize else math.inf  # an SLO missed or a failed launch: below every feasible value
     own = [(model.predict(t.params), t.values[0] if feasible(t) else worst) for t in trials
-           if records.measured_itself(t) and t.state != TrialState.PRUNED]  # fmt: skip
+           if records.measured_itself(t)]  # fmt: skip
     pairs = concordant = 0
     for i, (predicted_i, value_i) in enumerate(own):
         for predicted_j, value_j in own[i + 1 :]:

@@ -236,7 +236,11 @@ class Launch:
 
     def _in_engine_time(self, on_progress: ProgressHook) -> ProgressHook:
         def hear(progress: Progress) -> None:
-            on_progress(dataclasses.replace(progress, metrics=self.engine_time(progress.metrics)))
+            steady = progress.steady
+            if steady is not None:  # the window the pruner judges: in the engine's time too, as the running value
+                steady = dataclasses.replace(steady, metrics=self.engine_time(steady.metrics),
+                                             batches=tuple(self.engine_time(b) for b in steady.batches))  # fmt: skip
+            on_progress(dataclasses.replace(progress, metrics=self.engine_time(progress.metrics), steady=steady))
 
         return hear
 

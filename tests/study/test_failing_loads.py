@@ -10,6 +10,7 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.bench.runner import Progress
+from autotune.bench.steady import SteadyWindow
 from autotune.search.objective import Objective, Outcome, TrialEnvironment
 from autotune.search.study import RunOptions, _KillOrphanAndRetry, create_or_load, open_storage, prepare_study
 from autotune.search.workers import run_trials
@@ -18,6 +19,12 @@ from tests.study.conftest import ENGINE, write_space
 
 STEPS = 11  # checkpoints 0-10 of one load level (autotune.search.objective)
 METRIC = "total_token_throughput"
+
+
+def both(metrics: dict, finished: int) -> tuple[dict, SteadyWindow]:
+    """``metrics`` as the running ones and as a steady-state window whose every part measured them (the pruner judges
+    the window: autotune.bench.steady)."""
+    return metrics, SteadyWindow(finished, 1.0, metrics, (metrics,) * 4)
 
 
 def completed_at(study: optuna.Study, level: int, values: tuple[float, ...]) -> None:
@@ -66,7 +73,11 @@ def slow_run(objective: Objective, trial: optuna.Trial, failed: int = 0) -> None
     """A first benchmark at load 0 far slower than the completed trials, checkpoint by checkpoint."""
     hook = objective._pruning_hook(trial, level=0)
     for finished in range(10, 100, 10):
-        hook(Progress(finished, 100, 1.0, {METRIC: 10.0, "completed": finished - failed, "failed": failed}))
+        hook(
+            Progress(
+                finished, 100, 1.0, *both({METRIC: 10.0, "completed": finished - failed, "failed": failed}, finished)
+            )
+        )
 
 
 def test_a_load_whose_requests_fail_is_never_judged(tmp_path) -> None:

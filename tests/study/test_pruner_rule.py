@@ -8,6 +8,7 @@ import optuna
 import pytest
 
 from autotune.bench.runner import Progress
+from autotune.bench.steady import SteadyWindow
 from autotune.evidence.notes import trial_note
 from autotune.search.objective import Objective, TrialEnvironment
 from autotune.search.study import RunOptions, create_or_load, make_pruner, open_storage
@@ -16,6 +17,12 @@ from tests.study.conftest import write_space
 
 STEP = 5
 MEASURED = (100.0, 200.0, 300.0, 400.0, 500.0)  # 25th percentile 200, median 300, 75th percentile 400
+
+
+def both(metrics: dict, finished: int) -> tuple[dict, SteadyWindow]:
+    """``metrics`` as the running ones and as a steady-state window whose every part measured them (the pruner judges
+    the window: autotune.bench.steady)."""
+    return metrics, SteadyWindow(finished, 1.0, metrics, (metrics,) * 4)
 
 
 def pruned(tmp_path, pruner: str, direction: str, value: float) -> bool:
@@ -67,7 +74,7 @@ def test_a_pruned_trial_says_where_it_was_stopped(tmp_path) -> None:
     hook = Objective(space, TrialEnvironment(tmp_path, None, {}))._pruning_hook(slow, level=0)
     with pytest.raises(optuna.TrialPruned):
         for finished in range(10, 100, 10):
-            hook(Progress(finished, 100, 1.0, {"total_token_throughput": 100.0, "failed": 0}))
+            hook(Progress(finished, 100, 1.0, *both({"total_token_throughput": 100.0, "failed": 0}, finished)))
     frozen = study.tell(slow, state=optuna.trial.TrialState.PRUNED)
     note = trial_note(frozen, space.objective)
     assert "**Pruned** at 30 of 100 requests of its first benchmark; total_token_throughput there: 100.0" in note
