@@ -15,6 +15,7 @@ for any space, once ``NON_LAUNCH_RUN_LIMIT`` trials in a row launched nothing.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import functools
@@ -198,8 +199,37 @@ def exhausted(study: optuna.Study, catalogue: LaunchCatalogue) -> str | None:
         _non_launch_run(trials, None) >= NON_LAUNCH_RUN_LIMIT
         and _non_launch_run(trials, records.StudyRecord.of(study).budget_raised) >= NON_LAUNCH_RUN_LIMIT
     ):
-        return f"the last {NON_LAUNCH_RUN_LIMIT} trials in a row found no untried configuration"
+        return (f"the last {NON_LAUNCH_RUN_LIMIT} trials in a row found no untried configuration "
+                f"({_why_not_launched(trials)}){_untried_text(study, trials, catalogue)}")  # fmt: skip
     return None
+
+
+def _why_not_launched(trials: list[FrozenTrial]) -> str:
+    """What the trials since the last launch were instead: duplicates of measured configurations, or refused by a
+    rule (by rule), e.g. '14 duplicates, 6 refused: weights-fit 4, learned:ep=8 2'."""
+    since = [t for t in trials if ended_without_launch(t)][-NON_LAUNCH_RUN_LIMIT:]
+    duplicates = sum(1 for t in since if records.is_duplicate(t))
+    # a duplicate of a refused configuration carries its rule too (``records.DUPLICATED``): counted once, as a duplicate
+    rules = collections.Counter(
+        r for t in since if not records.is_duplicate(t) and (r := records.TrialRecord.of(t).rejected_by)
+    )
+    parts = [f"{duplicates} duplicate(s) of measured configurations"] if duplicates else []
+    if rules:
+        parts.append(
+            f"{sum(rules.values())} refused by rules: " + ", ".join(f"{r} {n}" for r, n in rules.most_common())
+        )
+    other = len(since) - duplicates - sum(rules.values())
+    return "; ".join(parts + ([f"{other} other"] if other else [])) or "none launched"
+
+
+def _untried_text(study: optuna.Study, trials: list[FrozenTrial], catalogue: LaunchCatalogue) -> str:
+    """'; 12 configurations the rules allow were never proposed' where the space is small enough to count them."""
+    configurations = catalogue.configurations
+    if configurations is None:
+        return "; the space is too large to count what was not tried"
+    tried = {records.config_key(t) for t in trials if t.state.is_finished()}
+    untried = [p for key, p in configurations.items() if key not in tried and broken_learned_rule(study, p) is None]
+    return f"; {len(untried)} of the {len(configurations)} configurations the rules allow were never proposed"
 
 
 def _non_launch_run(trials: list[FrozenTrial], raised: str | None) -> int:

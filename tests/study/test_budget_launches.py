@@ -102,8 +102,22 @@ def test_a_space_too_large_to_enumerate_stops_after_a_run_of_non_launches(tmp_pa
     assert launches == 4 and rejected + duplicates >= budget.NON_LAUNCH_RUN_LIMIT
     assert not any(t.user_attrs.get("launched") for t in study.trials[-budget.NON_LAUNCH_RUN_LIMIT :])
     line = budget.stop_line(study, budget.LaunchCatalogue(load_space(space)))
+    # it says what the run of non-launches was instead (issue #48: never stop quietly while budget remains)
+    last = study.trials[-budget.NON_LAUNCH_RUN_LIMIT :]
+    dup = sum(1 for t in last if "duplicate_of" in t.user_attrs)
+    refused = [
+        t.user_attrs["rejected_by"]
+        for t in last
+        if "rejected_by" in t.user_attrs and "duplicate_of" not in t.user_attrs
+    ]
+    why = "; ".join(
+        ([f"{dup} duplicate(s) of measured configurations"] if dup else [])
+        + ([f"{len(refused)} refused by rules: batched-tokens-cover-seqs {len(refused)}"] if refused else [])
+    )
+    assert set(refused) <= {"batched-tokens-cover-seqs"}
     assert line == (f"space exhausted: the last {budget.NON_LAUNCH_RUN_LIMIT} trials in a row found no untried "
-                    f"configuration (4 launches, {rejected} rejected, {duplicates} duplicates)")  # fmt: skip
+                    f"configuration ({why}); the space is too large to count what was not tried "
+                    f"(4 launches, {rejected} rejected, {duplicates} duplicates)")  # fmt: skip
 
 
 def test_two_workers_on_one_sqlite_study_make_exactly_the_launches_asked_for(tmp_path) -> None:
