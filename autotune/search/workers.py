@@ -48,6 +48,7 @@ from autotune.search.study import (
     node_minutes_spent,
     prepare_study,
 )
+from autotune.search.tuner_lifeline import die_with
 from autotune.settings import Settings
 from autotune.space.files import find_space, load_space
 from autotune.space.schema import ENUMERATION_LIMIT, SearchSpace
@@ -154,7 +155,7 @@ def _refine(prepared: PreparedStudy) -> None:
     with budget_lock(options.storage, options.name, options.studies_dir):
         neighbour = prepared.objective.neighbour_after_duplicate(prepared.study)
         if neighbour is not None:
-            trial_queue.queue_fixed(
+            trial_queue.queue_within_budget(
                 prepared.study,
                 trial_queue.FixedConfiguration(neighbour.params, records.stored(neighbour_of=neighbour.of)),
             )
@@ -215,14 +216,12 @@ def run_node(space: SearchSpace, space_path: Path, options: RunOptions, workers:
 
 
 def _node_worker(space: SearchSpace, space_path: Path, options: RunOptions, parent: int, on_trial) -> None:
-    """One worker of ``run_node``: killed with its parent (even by SIGKILL), so no worker runs on unwatched. Its
-    parent is the fork server, which exits when ``run_node``'s process does."""
+    """One worker of ``run_node``: killed with ``run_node``'s process (even by SIGKILL), so no worker runs on
+    unwatched. Its parent is the fork server (PDEATHSIG below), which a SIGKILLed ``run_node`` leaves running as long
+    as a worker does, so each worker also watches ``parent`` itself (``autotune.search.tuner_lifeline``)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    try:
-        os.kill(parent, 0)
-    except ProcessLookupError:  # run_node's process died before the request above took effect
-        os._exit(1)
+    die_with(parent)  # its parent, the fork server, outlives a SIGKILLed run_node (autotune.search.tuner_lifeline)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         prepared = prepare_study(space, space_path, options)

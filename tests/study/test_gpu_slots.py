@@ -98,7 +98,7 @@ def test_a_node_runs_extra_workers_only_where_launches_differ_in_size(tmp_path) 
 def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_run(tmp_path, studies) -> None:
     # engines that are still starting when the tuner dies; small ones, so that several run at once (an 8-GPU trial,
     # which the largest-first leases may start first, would run alone)
-    space, record = slots_space(tmp_path, startup_s=8, tp=(1, 2))
+    space, record = slots_space(tmp_path, startup_s=0.3, tp=(1, 2))
     try:
         _kill_and_resume(space, studies, tmp_path)
     finally:  # whatever failed above: no engine of this test outlives it
@@ -109,21 +109,36 @@ def test_a_killed_tuner_with_concurrent_trials_leaves_no_engine_after_the_next_r
 
 
 def _kill_and_resume(space: Path, studies: Path, tmp_path: Path) -> None:
-    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1"} | fake_nvidia_smi(tmp_path)
+    # The killed tuner's engines never become ready (SCRIPTED_NEVER_READY, in its environment only, which its engines
+    # inherit) and its start-up timeout is longer than the test: they are still starting when the tuner is killed,
+    # however slowly a busy machine runs this test. (A start-up of a few seconds raced the test's polling: on a
+    # loaded machine the engines had served and been stopped before the kill.)
+    data = yaml.safe_load(space.read_text())
+    data["startup_timeout_s"] = 3600
+    space.write_text(yaml.safe_dump(data))
+    env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies), "AUTOTUNE_HEARTBEAT_S": "1",
+                        "SCRIPTED_NEVER_READY": "1"} | fake_nvidia_smi(tmp_path)  # fmt: skip
     argv = [sys.executable, "-m", "autotune", "study", "run", str(space), "--n-trials", "4", "--seed", "3",
             "--gpus", "auto", "--executable", ENGINE]  # fmt: skip
     tuner = subprocess.Popen(argv, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline, engines = time.monotonic() + 120, set()
-        while time.monotonic() < deadline and len(engines) < 2:
+        # a deadline only against a hang: the engines recorded stay starting until the kill, whenever it comes
+        deadline, engines = time.monotonic() + 600, set()
+        while time.monotonic() < deadline and len(engines) < 2 and tuner.poll() is None:
             time.sleep(0.5)
             engines = _engine_groups(studies)  # the engines of the trials running now
         assert len(engines) >= 2, "fewer than two trials ran at once"
     finally:
         os.kill(tuner.pid, signal.SIGKILL)  # the tuner alone: its workers die with it, the engines are orphaned
         tuner.wait()
-    assert any(group_alive(pgid) for pgid in engines)  # orphans, until a worker finds their trials stale
+    # its workers die with it (the fork server exits, then PDEATHSIG): waited for, so that the next run finds their
+    # trials' tuner gone rather than a worker still alive for an instant
+    deadline = time.monotonic() + 120
+    while group_alive(tuner.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_alive(tuner.pid), "a worker of the killed tuner outlived it"
+    assert all(group_alive(pgid) for pgid in engines)  # orphans, until a worker finds their trials' tuner gone
     again = autotune("study", "run", str(space), "--n-trials", "4", "--gpus", "auto", "--executable", ENGINE,
                      studies=studies, env_extra=fake_nvidia_smi(tmp_path))  # fmt: skip
     assert again.returncode == 0, again.stderr
