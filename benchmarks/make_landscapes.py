@@ -7,6 +7,9 @@ Run (aiconfigurator lives in its own venv, not the project's; it needs no GPU an
     /tmp/aic/bin/pip install -q -e .
     /tmp/aic/bin/python benchmarks/make_landscapes.py            # all landscapes, about a minute
     /tmp/aic/bin/python benchmarks/make_landscapes.py --explore  # also print how candidate SLOs would cut each one
+    /tmp/aic/bin/python benchmarks/make_landscapes.py --reuse-tables  # the spaces and README from the tables there
+
+The landscapes (and their design/evaluation split) are defined in ``benchmarks/landscape_catalog.py``.
 
 For each landscape NAME it writes ``benchmarks/landscapes/NAME.yaml`` (an autotune search space on the simulated
 engine with ``performance_model: table``) and ``benchmarks/landscapes/NAME.csv`` (the table: every launch
@@ -19,6 +22,9 @@ from our canonical knobs by ``autotune.sim.aiconfig.AiconfiguratorModel`` with t
 nothing, and aiconfigurator then infers the KV dtype from the checkpoint: FP8 for DeepSeek-V3's FP8 weights). And
 under DP attention SGLang divides ``--chunked-prefill-size`` (our ``max_num_batched_tokens``) by ``dp``, so the
 per-rank prefill budget aiconfigurator takes (``ctx_tokens``) is ``max_num_batched_tokens // dp`` there.
+SGLang's ``dp`` without DP attention runs independent copies of the model: aiconfigurator estimates one copy, and its
+throughput is multiplied by ``dp`` (as ``AiconfiguratorModel.evaluate`` does; no landscape before issue #48 has
+such a layout, so their tables are unchanged).
 
 Status of a row: ``ok``, or the FailureKind that AiconfiguratorModel raises (``oom`` for aiconfigurator's "OOM: ..."
 RuntimeError, ``unsupported`` for its ValueError, ``no_data`` for PerfDataNotAvailableError, ``crash`` otherwise).
@@ -34,21 +40,30 @@ import argparse
 import csv
 import logging
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from landscape_catalog import (  # noqa: F401  (re-exported: make_mix_landscapes and make_transfer_landscapes)
+    LANDSCAPES,
+    RELATIVE,
+    SGLANG_MOE,
+    TRTLLM_MOE,
+    TRTLLM_MOE_HALF,
+    VLLM_DENSE,
+    Landscape,
+    split_of,
+)
 
 from autotune.config import Hardware, ServerConfig
 from autotune.engines import broken_rules
 from autotune.errors import FailureKind
 from autotune.sim.aiconfig import AiconfiguratorModel
+from autotune.sim.analytic import engine_layout
 from autotune.space.files import parse_space
 from autotune.space.schema import Workload
 
 REPO = Path(__file__).resolve().parents[1]
-RELATIVE = "benchmarks/landscapes"  # where autotune finds the tables: it runs from the repository root
 OUT = REPO / RELATIVE
 HARDWARE = {"gpus": 8, "gpu_memory_gb": 141, "gpu": "H200"}
 VERSIONS = {"vllm": "0.13.0", "sglang": "0.5.6.post2", "trtllm": "1.2.0rc5"}  # the seed study's engine releases
@@ -57,106 +72,7 @@ NUM_PROMPTS = 200
 RESULTS = ("output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms")
 LAYOUT_KNOBS = ("tp", "dp", "ep", "dp_attention")
 MESSAGE_CHARS = 160  # aiconfigurator's messages are long; the start names the cause
-
-# Parallel layouts, tied (TP / DP / EP / DP attention picked together), valid for each engine in autotune.
-SGLANG_MOE = (  # SGLang: DP attention ranks live inside the TP-8 group
-    {"tp": 8},
-    {"tp": 8, "ep": 8},
-    {"tp": 8, "dp": 2, "dp_attention": True},
-    {"tp": 8, "dp": 2, "dp_attention": True, "ep": 8},
-    {"tp": 8, "dp": 4, "dp_attention": True},
-    {"tp": 8, "dp": 4, "dp_attention": True, "ep": 8},
-    {"tp": 8, "dp": 8, "dp_attention": True},
-    {"tp": 8, "dp": 8, "dp_attention": True, "ep": 8},
-)
-TRTLLM_MOE = (  # TRT-LLM: attention DP spans the whole TP group
-    {"tp": 8},
-    {"tp": 8, "ep": 8},
-    {"tp": 8, "dp": 8, "dp_attention": True},
-    {"tp": 8, "dp": 8, "dp_attention": True, "ep": 8},
-)
-TRTLLM_MOE_HALF = (  # plus half-machine instances (TRT-LLM has no DP replicas: 4 GPUs stay idle)
-    *TRTLLM_MOE,
-    {"tp": 4},
-    {"tp": 4, "ep": 4},
-    {"tp": 4, "dp": 4, "dp_attention": True, "ep": 4},
-)
-TRTLLM_SMALL_MOE = (  # a small model: instances of 8 down to 1 GPU
-    *TRTLLM_MOE_HALF,
-    {"tp": 2},
-    {"tp": 2, "ep": 2},
-    {"tp": 1},
-)
-VLLM_MOE = (  # vLLM: -dp without EP shards the experts over tp×dp; with EP it is DP attention. (tp 2 and tp 1
-    {"tp": 8},  # without EP are left out: the weights-fit rule rejects 235 and 470 GB of BF16 weights per GPU)
-    {"tp": 8, "ep": 8},
-    {"tp": 4, "dp": 2},
-    {"tp": 4, "dp": 2, "ep": 8, "dp_attention": True},
-    {"tp": 2, "dp": 4, "ep": 8, "dp_attention": True},
-    {"tp": 1, "dp": 8, "ep": 8, "dp_attention": True},
-)
-VLLM_DENSE = (  # dense: -dp runs full replicas of the TP group; the last two leave half the GPUs idle
-    {"tp": 8},
-    {"tp": 4, "dp": 2},
-    {"tp": 2, "dp": 4},
-    {"tp": 1, "dp": 8},
-    {"tp": 4},
-    {"tp": 2, "dp": 2},
-)
-
-
-@dataclass(frozen=True)
-class Landscape:
-    """One landscape: a model on one engine, a workload, an SLO and the knobs varied (first value = default)."""
-
-    name: str
-    model: str  # Hugging Face id, as aiconfigurator-core ships its config
-    engine: str
-    input_len: int
-    output_len: int
-    ttft_ms: float  # SLO on p99 TTFT
-    tpot_ms: float  # SLO on p99 TPOT
-    layouts: tuple[dict[str, Any], ...]
-    kv_cache_dtype: tuple[str | None, ...] = (None, "fp8")
-    max_num_batched_tokens: tuple[int, ...] = (8192, 2048, 4096, 16384)
-    speculative: tuple[str | None, ...] = ()
-    note: str = ""
-    version: str | None = None  # an engine release aiconfigurator has a database of: the space's engine version and
-    # the database estimated on (None: the seed study's release in the space, the pinned database)
-    folder: str = RELATIVE  # where NAME.yaml and NAME.csv go, from the repository root
-
-
-MBT6 = (8192, 1024, 2048, 4096, 16384, 32768)
-MBT8 = (8192, 512, 1024, 2048, 4096, 12288, 16384, 32768)
-LANDSCAPES = (
-    Landscape(
-        "dsv3-sglang-4000x200", "deepseek-ai/DeepSeek-V3", "sglang", 4000, 200, 2000, 40, SGLANG_MOE,
-        kv_cache_dtype=(None, "fp8_e4m3"), max_num_batched_tokens=(8192, 2048, 4096, 16384, 32768),
-        speculative=(None, "mtp:1"), note="long prompts, short answers; DP attention vs TP, EP, MTP",
-    ),
-    Landscape(
-        "dsv3-trtllm-1000x1000", "deepseek-ai/DeepSeek-V3", "trtllm", 1000, 1000, 750, 40, TRTLLM_MOE,
-        max_num_batched_tokens=MBT6, speculative=(None, "mtp:1"), note="decode-heavy; attention DP, EP, MTP",
-    ),
-    Landscape(
-        "qwen3-235b-trtllm-2000x500", "Qwen/Qwen3-235B-A22B", "trtllm", 2000, 500, 1000, 25, TRTLLM_MOE_HALF,
-        max_num_batched_tokens=(8192, 1024, 2048, 4096, 12288, 16384, 32768),
-        note="BF16 weights (470 GB); half-machine instances run out of memory as the load grows",
-    ),
-    Landscape(
-        "qwen3-235b-vllm-8000x1000", "Qwen/Qwen3-235B-A22B", "vllm", 8000, 1000, 1000, 60, VLLM_MOE,
-        max_num_batched_tokens=MBT8, note="long prompts and answers: the KV cache runs out at high load",
-    ),
-    Landscape(
-        "llama3.1-70b-vllm-1000x1000", "meta-llama/Meta-Llama-3.1-70B", "vllm", 1000, 1000, 500, 25, VLLM_DENSE,
-        max_num_batched_tokens=(8192, 512, 1024, 2048, 4096, 16384, 32768, 65536),
-        note="dense, BF16 (141 GB); replicas vs tensor parallelism",
-    ),
-    Landscape(
-        "qwen3-30b-a3b-trtllm-8000x500", "Qwen/Qwen3-30B-A3B", "trtllm", 8000, 500, 500, 15, TRTLLM_SMALL_MOE,
-        max_num_batched_tokens=MBT6, note="small MoE; TRT-LLM has no DP replicas, so small TP groups leave GPUs idle",
-    ),
-)  # fmt: skip
+TIGHT, USUAL, LOOSE = (0.05, 0.12), (0.11, 0.22), (0.30, 0.50)  # --explore's bands of the feasible share
 
 
 def space_document(land: Landscape) -> dict[str, Any]:
@@ -227,7 +143,9 @@ def estimate(
     if result.kv_cache_warning:
         return {"status": FailureKind.OOM.value, "message": f"kv_cache_warning: {result.kv_cache_warning}"}
     raw = result.raw
-    output = float(raw["tokens/s/gpu"]) * int(raw["num_total_gpus"])
+    layout = engine_layout(config)  # SGLang's dp without DP attention: independent copies, estimated one at a time
+    replicas = layout.ranks if layout.independent_replicas else 1
+    output = float(raw["tokens/s/gpu"]) * int(raw["num_total_gpus"]) * replicas
     total = output * (workload.input_len + workload.output_len) / workload.output_len
     ttft, tpot = float(result.ttft), float(result.tpot)
     values = (output, total, ttft, ttft, tpot, tpot)
@@ -245,8 +163,11 @@ def _one_line(text: str) -> str:
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 
-def build(land: Landscape) -> tuple[list[str], list[dict[str, str]], int]:
-    """Write NAME.yaml, evaluate every accepted point, write NAME.csv; returns the columns, rows and rejected count."""
+def build(land: Landscape, reuse_table: bool = False) -> tuple[list[str], list[dict[str, str]], int]:
+    """Write NAME.yaml, evaluate every accepted point, write NAME.csv; returns the columns, rows and rejected count.
+
+    ``reuse_table``: take the rows of the NAME.csv already there instead of estimating them again (a new SLO changes
+    only the space, not the table)."""
     path = REPO / land.folder / f"{land.name}.yaml"
     header = (f"# {land.name}: generated by benchmarks/make_landscapes.py (aiconfigurator 0.12); do not edit by hand.\n"
               f"# Run from the repository root: autotune study run {land.folder}/{land.name}.yaml\n")  # fmt: skip
@@ -258,10 +179,14 @@ def build(land: Landscape) -> tuple[list[str], list[dict[str, str]], int]:
     columns = [*knobs, "max_concurrency", "status", *RESULTS, "message"]
     points = list(space.enumerate(land.engine))
     verdicts = list(broken_rules(land.engine, (p.server for p in points), hardware))
-    rows, rejected = [], 0
+    table = REPO / land.folder / f"{land.name}.csv"
+    rejected = sum(rule is not None for rule in verdicts)
+    if reuse_table and table.exists():
+        with open(table, newline="") as file:
+            return knobs, list(csv.DictReader(file)), rejected // len(LOADS)
+    rows: list[dict[str, str]] = []
     for point, rule in zip(points, verdicts, strict=True):
         if rule is not None:
-            rejected += 1
             continue
         workload = space.workload.model_copy(update=point.client)
         found = estimate(point.server, hardware, workload, land.version)
@@ -269,7 +194,7 @@ def build(land: Landscape) -> tuple[list[str], list[dict[str, str]], int]:
         row |= {"status": found["status"], "message": _one_line(found["message"])}
         row |= {k: _cell(found.get(k)) for k in RESULTS}
         rows.append(row)
-    with open(REPO / land.folder / f"{land.name}.csv", "w", newline="") as file:
+    with open(table, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
@@ -311,8 +236,9 @@ def statistics(land: Landscape, knobs: list[str], rows: list[dict[str, str]], tt
     }
 
 
-def explore(land: Landscape, knobs: list[str], rows: list[dict[str, str]]) -> None:
-    """Print how a grid of candidate SLOs cuts the landscape (feasible share, configurations within 1%)."""
+def explore(land: Landscape, knobs: list[str], rows: list[dict[str, str]], band: tuple[float, float] = USUAL) -> None:
+    """Print how a grid of candidate SLOs cuts the landscape (feasible share, configurations within 1%), those whose
+    feasible share is within ``band``."""
     ok = [r for r in rows if r["status"] == "ok"]
     ttfts = sorted({round(float(r["p99_ttft_ms"]), -2) for r in ok})
     tpots = sorted({round(float(r["p99_tpot_ms"])) for r in ok})
@@ -320,11 +246,11 @@ def explore(land: Landscape, knobs: list[str], rows: list[dict[str, str]]) -> No
         f"  candidate SLOs (ttft, tpot: feasible%/within 1%/runner-up); measured ttft {ttfts[0]:g}..{ttfts[-1]:g}, "
         f"tpot {tpots[0]:g}..{tpots[-1]:g}"
     )
-    for ttft in (100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000):
+    for ttft in (50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000):
         cells = []
-        for tpot in (5, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100):
+        for tpot in (3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100):
             stats = statistics(land, knobs, rows, ttft, tpot)
-            if 0.11 <= stats["feasible"] <= 0.22:
+            if band[0] <= stats["feasible"] <= band[1]:
                 cells.append(f"{tpot}:{stats['feasible']:.0%}/{stats['within_1pct']}/{stats['runner_up']:.3f}")
         if cells:
             print(f"    ttft {ttft}: " + "  ".join(cells))
@@ -347,13 +273,20 @@ KV-cache dtype, prefill chunk = `max_num_batched_tokens`, MTP with one draft tok
 concurrencies (8…1024) is one `cli_estimate` of aiconfigurator 0.12 (agg mode, `h200_sxm`, pinned databases: sglang
 0.5.14, trtllm 1.3.0rc20, vllm 0.24.0), mapped from our knobs by `autotune.sim.aiconfig.AiconfiguratorModel` (batch
 per attention-DP rank = concurrency / ranks, MTP acceptance 0.85), except that an unset KV dtype is passed as bf16 (the
-engines' `auto`), and that SGLang's prefill chunk per DP-attention rank is `max_num_batched_tokens // dp` (SGLang
-divides `--chunked-prefill-size` by dp). aiconfigurator's OOM is `oom`; so is its non-fatal `kv_cache_warning` (the
-batch does not fit the KV cache); its ValueError is `unsupported`, missing kernel data `no_data`. It is a mean-field
-model: p99 = mean.
-The SLO of each landscape was chosen (with `--explore`) so that 11–22% of the (configuration, load) points are
+engines' `auto`), that SGLang's prefill chunk per DP-attention rank is `max_num_batched_tokens // dp` (SGLang
+divides `--chunked-prefill-size` by dp), and that SGLang's dp replicas without DP attention give one copy's estimate
+× dp. aiconfigurator's OOM is `oom`; so is its non-fatal `kv_cache_warning` (the batch does not fit the KV cache); its
+ValueError is `unsupported`, missing kernel data `no_data`. It is a mean-field model: p99 = mean.
+The SLO of each of the first six was chosen (with `--explore`) so that 11–22% of the (configuration, load) points are
 feasible and, where possible, a single configuration comes within 1% of the optimum (the best total token throughput
-among SLO-feasible points). These are simulated numbers from a model, not measurements.
+among SLO-feasible points). Those added for issue #48 have tight SLOs (5–12% feasible: a sharp landscape) or loose
+ones (30–50%: a flat one), as `--explore --band tight|loose` showed. These are simulated numbers from a model, not
+measurements. The landscapes are defined in `benchmarks/landscape_catalog.py`.
+
+**The design/evaluation split**, fixed by the name alone (`landscape_catalog.split_of`): the last hex digit of
+`sha256(name)` even = *design* (the search may be tuned on it), odd = *evaluation* (`benchmarks/search_efficiency.py
+--split eval` reports it; no change is tuned on it). `tests/test_landscape_split.py` checks that each half holds at
+least 10 landscapes and all three engines.
 
 """
 
@@ -371,16 +304,16 @@ its configuration, each workload's own optimum, and what the ShareGPT-only best 
 
 def readme(summaries: list[tuple[Landscape, dict]]) -> str:
     lines = [README_HEAD.rstrip() + "\n", ""]
-    lines.append("| landscape | model | engine | workload in/out | SLO p99 TTFT / TPOT (ms) | configs | loads "
+    lines.append("| landscape | split | model | engine | workload in/out | SLO p99 TTFT / TPOT (ms) | configs | loads "
                  "| feasible | OOM | other failures | configs within 1% (5%) | runner-up | optimum (total tok/s) "
                  "| optimum's configuration |")  # fmt: skip
-    lines.append("|" + "---|" * 14)
+    lines.append("|" + "---|" * 15)
     for land, s in summaries:
         other = ", ".join(
             f"{k} {v / s['points']:.0%}" for k, v in sorted(s["statuses"].items()) if k not in ("ok", "oom")
         )
         lines.append(
-            f"| {land.name} | `{land.model}` | {land.engine} {VERSIONS[land.engine]} "
+            f"| {land.name} | {split_of(land.name)} | `{land.model}` | {land.engine} {VERSIONS[land.engine]} "
             f"| {land.input_len}/{land.output_len} "
             f"| {land.ttft_ms:g} / {land.tpot_ms:g} | {s['configs']} | {len(LOADS)} | {s['feasible']:.1%} "
             f"| {s['oom']:.1%} | {other or '—'} | {s['within_1pct']} ({s['within_5pct']}) | {s['runner_up']:.1%} "
@@ -401,13 +334,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="landscapes to make (default: all)")
     parser.add_argument("--explore", action="store_true", help="print how candidate SLOs cut each landscape")
+    parser.add_argument(
+        "--band",
+        choices=("tight", "usual", "loose"),
+        default="usual",
+        help="--explore's SLOs: those leaving 5-12%%, 11-22%% or 30-50%% of the points feasible",
+    )
+    parser.add_argument(
+        "--reuse-tables",
+        action="store_true",
+        help="take each NAME.csv already there instead of estimating it again (a new SLO, README)",
+    )
     args = parser.parse_args()
+    band = {"tight": TIGHT, "usual": USUAL, "loose": LOOSE}[args.band]
     OUT.mkdir(parents=True, exist_ok=True)
     summaries = []
     for land in LANDSCAPES:
         if args.names and land.name not in args.names:
             continue
-        knobs, rows, rejected = build(land)
+        knobs, rows, rejected = build(land, args.reuse_tables)
         stats = statistics(land, knobs, rows, land.ttft_ms, land.tpot_ms)
         summaries.append((land, stats))
         size = (OUT / f"{land.name}.csv").stat().st_size
@@ -416,7 +361,7 @@ def main() -> None:
               f"within 1% {stats['within_1pct']} (5% {stats['within_5pct']}), runner-up {stats['runner_up']:.1%}, "
               f"optimum {stats['optimum']:.0f} at {stats['optimum_config']}; {size / 1024:.0f} KB")  # fmt: skip
         if args.explore:
-            explore(land, knobs, rows)
+            explore(land, knobs, rows, band)
     if not args.names:
         text, path = readme(summaries), OUT / "README.md"
         if path.exists() and MIX_HEADING in path.read_text():  # make_mix_landscapes.py's section, kept

@@ -1,7 +1,17 @@
 """Search efficiency on performance landscapes: GPU time (node-minutes) to reach 95% and 99% of the optimum.
 
-    .venv/bin/python benchmarks/search_efficiency.py [LANDSCAPE.yaml ...] [--seeds 10] [--trials 200] [--json OUT]
-        [--jobs N] [--runs RUNS.jsonl]
+    .venv/bin/python benchmarks/search_efficiency.py [LANDSCAPE.yaml ...] [--split design|eval|all]
+        [--names named,unnamed] [--seeds 10] [--trials 200] [--one-knob-trials 200] [--json OUT] [--jobs N]
+        [--runs RUNS.jsonl]
+
+``--split``: the landscapes of one half of the design/evaluation split (benchmarks/landscape_catalog.py's
+``split_of``: a rule on the name; the design half is what the search may be tuned on, the evaluation half what no
+change is tuned on). ``--names``: autotune runs on each landscape with its model named (its hub id) and unnamed (the
+same space with the model renamed to a local path, ``/models/finetune-XXXXXX``, that the prior and the model-specific
+rules know nothing of, as a user's own fine-tune); the other strategies never read the model's name, so they run once
+and stand beside both. The report gives, per landscape and naming, autotune's median node-minutes to 99% of the
+optimum, the share of its seeds that get there, the one-knob method's and plain TPE's medians and autotune / one-knob;
+then each half pooled, and issue #48's bars checked.
 
 ``--jobs N`` runs the (landscape, strategy, seed) runs in N processes: each run is seeded and has its own storage, so
 the rows are the same as one process gives (only ``wall_s`` differs). ``--runs FILE`` appends each run to FILE as it
@@ -19,7 +29,9 @@ SLO-feasible row. Strategies, all in this run, on the same landscapes and seeds:
   alike) launched; SLOs and failures as Optuna 5 constraints.
 - ``random``: the same loop with ``RandomSampler``.
 - ``one_knob``: the seed study's method: from the defaults, each knob in turn over its values, the others at the
-  best so far, repeated until a pass changes nothing.
+  best so far, repeated until a pass changes nothing (at most ``--one-knob-trials`` launches).
+
+Default strategies: autotune, tpe, one_knob (``--strategies`` adds random).
 
 Cost model (node-minutes) for the anchors, as the space's ``simulate.cost``: a launch measured = launch + one
 benchmark (8 + 2), a failed launch 6, nothing for a configuration ``one_knob`` already measured. A "repeated failed
@@ -35,19 +47,21 @@ import concurrent.futures
 import functools
 import json
 import math
-import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
+from typing import NamedTuple
 
 import optuna
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _efficiency_report import Run, efficiency_report, summarize  # noqa: E402
 from _harness import Landscape, RunLog, fork_pool, quiet, rank_priors  # noqa: E402
+from landscape_catalog import landscape_paths, split_of, unnamed_copy  # noqa: E402
 
 from autotune.search.learning import needs_at_least  # noqa: E402
 from autotune.search.ranking import feasible  # noqa: E402
@@ -55,24 +69,9 @@ from autotune.search.study import RunOptions, prepare_study  # noqa: E402
 from autotune.search.workers import run_trials  # noqa: E402
 
 STRATEGIES = ("autotune", "tpe", "random", "one_knob")
-TARGETS = (0.95, 0.99)
-
-
-@dataclass
-class Run:
-    """One strategy on one landscape with one seed: the cumulative cost and best value after each trial."""
-
-    costs: list[float] = field(default_factory=list)
-    bests: list[float] = field(default_factory=list)
-    failed_launches: int = 0
-    repeated_failures: int = 0
-
-    def reached(self, target: float) -> tuple[int, float] | None:
-        """(trials, node-minutes) when the best so far first reached ``target``, or None."""
-        for i, best in enumerate(self.bests):
-            if best >= target:
-                return i + 1, self.costs[i]
-        return None
+DEFAULT_STRATEGIES = ("autotune", "tpe", "one_knob")
+NAMINGS = ("named", "unnamed")
+UNNAMED_FOLDER = Path(tempfile.gettempdir()) / "autotune-unnamed-landscapes"  # the renamed copies of the spaces
 
 
 def run_autotune(landscape: Landscape, seed: int, trials: int) -> Run:
@@ -184,80 +183,96 @@ def run_strategy(name: str, landscape: Landscape, seed: int, trials: int) -> Run
     return run_one_knob(landscape, seed, trials)
 
 
-def summarize(runs: list[Run], optimum: float) -> dict:
-    row: dict = {"seeds": len(runs)}
-    for share in TARGETS:
-        hits = [hit for run in runs if (hit := run.reached(share * optimum * (1 - 1e-9))) is not None]
-        pct = round(100 * share)
-        row[f"reached_{pct}"] = len(hits)
-        row[f"median_node_min_{pct}"] = statistics.median(h[1] for h in hits) if hits else None
-        row[f"median_trials_{pct}"] = statistics.median(h[0] for h in hits) if hits else None
-    row["failed_launches"] = sum(r.failed_launches for r in runs)
-    row["repeated_failed_launches"] = sum(r.repeated_failures for r in runs)
-    row["best_share_median"] = statistics.median(r.bests[-1] / optimum for r in runs)
-    return row
+class Task(NamedTuple):
+    """One run: a strategy on a landscape (its model named, or renamed to one the prior does not know) with a seed."""
+
+    path: Path
+    strategy: str
+    seed: int
+    trials: int
+    naming: str = "named"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("landscapes", nargs="*", type=Path)
+    parser.add_argument(
+        "--split",
+        choices=("design", "eval", "all"),
+        default="all",
+        help="the landscapes of this half (landscape_catalog.split_of; default: all)",
+    )
+    parser.add_argument(
+        "--names",
+        default=",".join(NAMINGS),
+        help="run autotune with the model named, renamed to a path the prior does not know, or both",
+    )
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--trials", type=int, default=200, help="each run's trials (autotune, tpe, random)")
+    parser.add_argument("--one-knob-trials", type=int, default=200, help="one_knob's launches (it stops itself)")
+    parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help=f"of {', '.join(STRATEGIES)}")
     parser.add_argument("--json", type=Path, help="also write every summary row here")
     parser.add_argument("--jobs", type=int, default=1, help="processes to run the seeds in (the rows do not change)")
     parser.add_argument("--runs", type=Path, help="append each finished run here; take the runs already here")
     args = parser.parse_args()
     quiet()
-    paths = args.landscapes or sorted((REPO / "benchmarks" / "landscapes").glob("*.yaml"))
-    strategies = args.strategies.split(",")
+    paths = args.landscapes or landscape_paths(REPO / "benchmarks" / "landscapes", args.split)
+    strategies, namings = args.strategies.split(","), args.names.split(",")
     started_all = time.monotonic()
     log = RunLog(args.runs)
-    tasks = [
-        (path, strategy, seed, args.trials) for path in paths for strategy in strategies for seed in range(args.seeds)
-    ]
+    tasks = [Task(path, strategy, seed, args.one_knob_trials if strategy == "one_knob" else args.trials, naming)
+             for path in paths for strategy in strategies for naming in _namings(strategy, namings)
+             for seed in range(args.seeds)]  # fmt: skip
     _run_missing(tasks, log, args.jobs)
-    rows, pooled = [], {s: [] for s in strategies}
+    rows = []
     for path in paths:
-        landscape = _landscape(path)
-        for strategy in strategies:
-            started = time.monotonic()
-            runs = [Run(**log.get(_key((path, strategy, seed, args.trials)))) for seed in range(args.seeds)]
-            pooled[strategy] += [(run, landscape.optimum) for run in runs]
-            row = {"landscape": path.stem, "strategy": strategy, **summarize(runs, landscape.optimum),
-                   "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
-            rows.append(row)
-            print(_line(row), flush=True)
-    print("\nall landscapes pooled (each seed's run against its own landscape's optimum):")
-    pooled_rows = {s: _pooled(s, runs) for s, runs in pooled.items()}
-    for row in pooled_rows.values():
-        print(_line(row))
-    _print_ratios(pooled_rows)
+        for naming in namings:
+            landscape = _landscape(path, naming)
+            for strategy in strategies:
+                trials = args.one_knob_trials if strategy == "one_knob" else args.trials
+                ran_as = naming if strategy == "autotune" else "named"  # the others never read the model's name
+                runs = [Run(**log.get(_key(Task(path, strategy, seed, trials, ran_as)))) for seed in range(args.seeds)]
+                row = {"landscape": path.stem, "split": split_of(path.stem), "naming": naming, "strategy": strategy,
+                       **summarize(runs, landscape.optimum)}  # fmt: skip
+                row["runs"] = [(asdict(run), landscape.optimum) for run in runs]
+                rows.append(row)
+                print(_line(row), flush=True)
+    report = efficiency_report(rows, strategies, namings)
+    print(report.text)
     print(f"wall time: {time.monotonic() - started_all:.0f} s with {args.jobs} process(es)")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "pooled": list(pooled_rows.values())}, indent=1))
+        summary = [{k: v for k, v in row.items() if k != "runs"} for row in rows]
+        args.json.write_text(json.dumps({"rows": summary, "pooled": report.pooled}, indent=1))
+
+
+def _namings(strategy: str, namings: list[str]) -> list[str]:
+    """Only autotune reads the model's name (its prior, its rules); the others run once, as named."""
+    return namings if strategy == "autotune" else ["named"]
 
 
 @functools.cache
-def _landscape(path: Path) -> Landscape:
+def _landscape(path: Path, naming: str = "named") -> Landscape:
+    if naming == "unnamed":
+        path = unnamed_copy(path, REPO, UNNAMED_FOLDER)
     return Landscape(path)
 
 
-def _one_run(task: tuple[Path, str, int, int]) -> dict:
-    path, strategy, seed, trials = task
+def _one_run(task: Task) -> dict:
     quiet()
-    return asdict(run_strategy(strategy, _landscape(path), seed, trials))
+    return asdict(run_strategy(task.strategy, _landscape(task.path, task.naming), task.seed, task.trials))
 
 
-def _key(task: tuple[Path, str, int, int]) -> str:
-    path, strategy, seed, trials = task
-    return f"{path.stem}/{strategy}/seed={seed}/trials={trials}"
+def _key(task: Task) -> str:
+    """A run's key in the --runs log (a named landscape's keys are those of the benchmark before --names)."""
+    suffix = "" if task.naming == "named" else f"@{task.naming}"
+    return f"{task.path.stem}{suffix}/{task.strategy}/seed={task.seed}/trials={task.trials}"
 
 
-def _run_missing(tasks: list[tuple[Path, str, int, int]], log: RunLog, jobs: int) -> None:
+def _run_missing(tasks: list[Task], log: RunLog, jobs: int) -> None:
     """Run every task ``log`` does not hold yet (in ``jobs`` processes), each logged and printed as it ends."""
     missing = [task for task in tasks if log.get(_key(task)) is None]
-    rank_priors([_landscape(path).space for path in sorted({t[0] for t in missing if t[1] == "autotune"})], jobs)
+    ranked = sorted({(t.path, t.naming) for t in missing if t.strategy == "autotune"})
+    rank_priors([_landscape(path, naming).space for path, naming in ranked], jobs)
     if jobs == 1:
         finished = ((task, _one_run(task)) for task in missing)
     else:
@@ -266,42 +281,23 @@ def _run_missing(tasks: list[tuple[Path, str, int, int]], log: RunLog, jobs: int
         finished = ((futures[f], f.result()) for f in concurrent.futures.as_completed(futures))
     for task, run in finished:
         log.add(_key(task), run)
-        hit = Run(**run).reached(0.99 * _landscape(task[0]).optimum * (1 - 1e-9))
+        hit = Run(**run).reached(0.99 * _landscape(task.path, task.naming).optimum * (1 - 1e-9))
         print(f"  run {_key(task)}: 99% " + (f"at {hit[1]:.0f} node-min / {hit[0]} trials" if hit else "never"),
               flush=True)  # fmt: skip
     if jobs > 1:
         pool.shutdown()
 
 
-def _pooled(strategy: str, runs: list[tuple[Run, float]]) -> dict:
-    scaled = []
-    for run, optimum in runs:  # every run rescaled to its optimum = 1
-        scaled.append(Run(run.costs, [b / optimum for b in run.bests], run.failed_launches, run.repeated_failures))
-    return {"landscape": "pooled", "strategy": strategy, **summarize(scaled, 1.0)}
-
-
 def _line(row: dict) -> str:
     def fmt(value):
         return "-" if value is None else (f"{value:.0f}" if isinstance(value, float) else str(value))
 
-    return (f"{row['landscape']:<28} {row['strategy']:<9} 95%: {row['reached_95']}/{row['seeds']} seeds, "
+    name = row["landscape"] + ("" if row.get("naming", "named") == "named" else f"@{row['naming']}")
+    return (f"{name:<36} {row['strategy']:<9} 95%: {row['reached_95']}/{row['seeds']} seeds, "
             f"median {fmt(row['median_node_min_95'])} node-min / {fmt(row['median_trials_95'])} trials | "
             f"99%: {row['reached_99']}/{row['seeds']}, median {fmt(row['median_node_min_99'])} node-min / "
             f"{fmt(row['median_trials_99'])} trials | failed launches {row['failed_launches']}, repeated "
             f"{row['repeated_failed_launches']} | final best {row['best_share_median']:.3f}")  # fmt: skip
-
-
-def _print_ratios(rows: dict) -> None:
-    anchor = rows.get("tpe")
-    ours = rows.get("autotune")
-    if not anchor or not ours:
-        return
-    for pct in (95, 99):
-        a, o = anchor[f"median_node_min_{pct}"], ours[f"median_node_min_{pct}"]
-        if a and o:
-            print(f"ratio, median node-minutes to {pct}%: plain TPE / autotune = {a / o:.2f}x")
-        share_a, share_o = anchor[f"reached_{pct}"] / anchor["seeds"], ours[f"reached_{pct}"] / ours["seeds"]
-        print(f"share of seeds reaching {pct}%: autotune {share_o:.0%}, plain TPE {share_a:.0%}")
 
 
 if __name__ == "__main__":

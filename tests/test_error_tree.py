@@ -27,6 +27,7 @@ PROTOCOLS = {
     ("engines/__init__.py", "EngineRegistry.__getitem__"): "Mapping: a missing key is a KeyError (get, in use it)",
     ("evidence/dashboard.py", "DashboardView.get_best_trial"): "Optuna's storage API: no best trial is ValueError",
     ("search/workers.py", "_node_worker"): "a forked worker process: its exit status is its parent's to read",
+    ("search/tuner_lifeline.py", "die_with"): "a node worker whose tuner is already gone: it exits at once",
 }
 
 

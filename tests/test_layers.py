@@ -21,7 +21,7 @@ LAYERS: list[list[str]] = [
     ["autotune.testing"],  # fakes for tests and benchmarks: nothing in the package imports them
     # evidence about a finished study: the report, the dashboard's view, validate (reference vs candidate)
     ["autotune.evidence.report", "autotune.evidence.dashboard", "autotune.evidence.validate",
-     "autotune.evidence.regression",
+     "autotune.evidence.regression", "autotune.evidence.trials_csv",
      "autotune.evidence.mix_table", "autotune.evidence.mix_report"],
     ["autotune.search"],  # a study, its workers, one trial, its load sweep, the prior, learned rules, the storage
     # what one trial leaves: its typed record, its note, its launch script and the way to re-run it

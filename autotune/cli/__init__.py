@@ -70,7 +70,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     suggest_commands=False,  # typer's guess reads every command (imports them all); usage.py words its own guess
     help="Bayesian autotuner for LLM inference servers (vLLM, SGLang, TensorRT-LLM). Start with `autotune study run` "
-    "(a simulated study, no GPU needed), then `autotune init` for your own model.",
+    "(a simulated study, no GPU needed), then `autotune init --model HUB_ID_OR_DIR` for your own model.",
 )
 
 

@@ -23,6 +23,7 @@ from autotune.engines import get_engine
 from autotune.engines.hub import resolve_tokenizer
 from autotune.errors import AutotuneError, UsageError
 from autotune.space.schema import Workload
+from autotune.text import lowercase_first
 
 _GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
@@ -103,7 +104,7 @@ def bench(
             raise UsageError(f"--class{where}: {error['msg'].removeprefix('Value error, ')}; fix: "
                              "--class name=NAME,share=S,... (`autotune bench --help`)") from None  # fmt: skip
         flag = "--" + "-".join(map(str, error["loc"])).replace("_", "-")
-        raise UsageError(f"{flag} {error['input']}: {error['msg'].lower()}; fix: {flag} with a value it accepts "
+        raise UsageError(f"{flag} {error['input']}: {lowercase_first(error['msg'])}; fix: {flag} with a value it accepts "
                          f"(`autotune bench --help`)") from None  # fmt: skip
     datasets.check(workload)  # a bad file is refused before the server sees a request
     slos = parse_goodput(goodput or [])

@@ -17,7 +17,7 @@ from autotune.engines.models import resolve_model
 from autotune.errors import UsageError
 from autotune.serving.gpus import parse_gpus
 from autotune.space.files import load_space
-from autotune.text import shorten
+from autotune.text import lowercase_first, shorten
 from autotune.yamlload import load_yaml
 
 _UNSET = ("null", "none", "")
@@ -56,7 +56,9 @@ def command(
     except ValidationError as exc:
         error = exc.errors()[0]
         knob = ".".join(map(str, error["loc"])) or "config"
-        raise UsageError(f"{knob}: {error['msg'].lower()}; fix: --set {knob}=VALUE with a valid value") from None
+        raise UsageError(
+            f"{knob}: {lowercase_first(error['msg'])}; fix: --set {knob}=VALUE with a valid value"
+        ) from None
     engine = get_engine(config.engine, shlex.split(executable) if executable else space_executable)
     if resolve_model(config.model) is None:
         print(
@@ -98,7 +100,9 @@ def _parse_value(knob: str, raw: str) -> Any:
         return knob_adapter(knob).validate_python(value)
     except ValidationError as exc:
         shown = shorten(raw, 80)
-        raise UsageError(f"--set {knob}={shown}: {exc.errors()[0]['msg'].lower()}; fix: give a valid {knob}") from None
+        raise UsageError(
+            f"--set {knob}={shown}: {lowercase_first(exc.errors()[0]['msg'])}; fix: give a valid {knob}"
+        ) from None
 
 
 def _base(file: str | None, engine: str | None) -> tuple[dict[str, Any], Hardware, list[str] | None]:

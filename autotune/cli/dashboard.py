@@ -32,8 +32,8 @@ def dashboard(
     name = study_name or load_study(None, storage).study_name
     artifacts = settings.studies_dir / name / "artifacts"
     if not artifacts.is_dir():
-        raise UsageError(f"no artifacts at {artifacts}; fix: run `autotune study run` for {name!r} first "
-                         "(or set AUTOTUNE_STUDIES_DIR)")  # fmt: skip
+        raise UsageError(f"no artifacts at {artifacts}; fix: run the study first, "
+                         f"`autotune study run SPACE --study {name}` (or set AUTOTUNE_STUDIES_DIR)")  # fmt: skip
     url = storage_url(name, storage)
     print(f"optuna-dashboard for {name} on http://127.0.0.1:{port}/dashboard (Ctrl-C stops it)", flush=True)
     run_server(

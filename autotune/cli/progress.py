@@ -21,10 +21,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from autotune.cli.ranking_progress import RankingProgress
 from autotune.search import budget
+from autotune.search.improvement import chance_to_improve
 from autotune.search.ranking import best_of, maximizes
 from autotune.search.status import Phase, StatusEvent
 from autotune.search.study import node_minutes_of
+from autotune.space.schema import SearchSpace
 
 
 @dataclass(frozen=True)
@@ -35,15 +38,19 @@ class StudyCounts:
     total: int
     best: str  # "best #3: 1234.5", or "no feasible trial yet"
     node_minutes: float
+    chance: str = ""  # "chance to improve >2%: 12% (calibrated model)", once there is an incumbent
 
 
-def study_counts(study: optuna.Study) -> StudyCounts:
-    """The counts of a study in its storage (every worker's trials), from one read of its trials."""
+def study_counts(study: optuna.Study, space: SearchSpace | None = None) -> StudyCounts:
+    """The counts of a study in its storage (every worker's trials), from one read of its trials; with ``space``, the
+    chance that an untried configuration improves on the incumbent (``autotune.search.improvement``)."""
     trials = study.get_trials(deepcopy=False)
     done = budget.count(trials).launches  # what the budget (the total) counts
     incumbent = best_of(trials, maximizes(study))
     best = f"best #{incumbent.number}: {incumbent.values[0]:.1f}" if incumbent else "no feasible trial yet"
-    return StudyCounts(done, budget.study_budget(study), best, node_minutes_of(trials))
+    chance = chance_to_improve(study, space) if space is not None else None
+    return StudyCounts(done, budget.study_budget(study), best, node_minutes_of(trials),
+                       chance.text() if chance is not None else "")  # fmt: skip
 
 
 def duration_text(seconds: float) -> str:
@@ -58,9 +65,13 @@ class StudyProgress:
     """The progress display of one ``study run``; a context manager (the live display runs inside it)."""
 
     def __init__(self, console: Console, budget_node_minutes: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, live: bool | None = None) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, live: bool | None = None,
+                 header: str = "") -> None:  # fmt: skip
         self.console, self.budget_node_minutes, self.clock = console, budget_node_minutes, clock
+        # printed once the study is open and checked (its first event): a run refused before that stays one line
+        self.header = header
         self.live = console.is_terminal if live is None else live
+        self.ranking = RankingProgress(clock, live=self.live)  # the count, where the ranking takes over 2 s
         self.counts: StudyCounts | None = None
         self.current: StatusEvent | None = None
         self.started: float | None = None  # when the first trial started (the ranking before is no trial's time)
@@ -87,8 +98,15 @@ class StudyProgress:
         return Group(Text(self.doing(), style="bold"), line)
 
     # -- what it is doing now -------------------------------------------------------------------------------------
+    def _announce(self) -> None:
+        if self.header:
+            self.console.print(self.header, highlight=False, markup=False, soft_wrap=True)
+            self.header = ""
+
     def status(self, event: StatusEvent) -> None:
         """The status callback (``autotune.search.status.StatusCallback``)."""
+        self._announce()
+        self.ranking.status(event)
         if event.phase != Phase.RANKING and self.started is None:
             self.started = self.clock()
         self.current = event
@@ -99,7 +117,7 @@ class StudyProgress:
         if event is None:
             return "preparing the study (checking the space and its engines, opening the storage)"
         if event.trial is None:
-            return event.phase.value
+            return self.ranking.text() if event.phase == Phase.RANKING else event.phase.value
         counts = self.counts
         # one numbering: the trial's own number (as its finished line and `study show` name it); the budget's count
         # beside it, while the budget has launches left (a duplicate or a rejection after it launches nothing)
@@ -115,6 +133,7 @@ class StudyProgress:
     # -- trials done ----------------------------------------------------------------------------------------------
     def update(self, counts: StudyCounts) -> None:
         """The study's counts now; each newly finished trial's length is the time since the previous finish."""
+        self._announce()
         now = self.clock()
         finished = counts.done - (self.counts.done if self.counts else counts.done)
         if finished > 0:
@@ -154,8 +173,8 @@ class StudyProgress:
         if self.budget_node_minutes is not None:
             hours += f" of {self.budget_node_minutes / 60:.2f}"
         eta = self.eta_s()
-        parts = [f"{counts.done}/{counts.total} launches done", counts.best, hours,
-                 "ETA " + (duration_text(eta) if eta is not None else "after the first trial")]  # fmt: skip
+        parts = [f"{counts.done}/{counts.total} launches done", counts.best, *([counts.chance] if counts.chance else []),
+                 hours, "ETA " + (duration_text(eta) if eta is not None else "after the first trial")]  # fmt: skip
         return " · ".join(parts)
 
     def _plain(self, line: str) -> None:

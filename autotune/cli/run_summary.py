@@ -10,10 +10,14 @@ from pathlib import Path
 import optuna
 
 from autotune import records
+from autotune.errors import AutotuneError
 from autotune.records import StudyRecord
+from autotune.search import budget
+from autotune.search.improvement import chance_to_improve
 from autotune.search.ranking import best_trial
 from autotune.search.setup import baseline_params
 from autotune.search.study import RunOptions
+from autotune.space.files import load_space
 from autotune.space.metrics import metric_unit
 from autotune.space.redact import mask_url
 from autotune.space.schema import ENGINE_PARAM, SearchSpace
@@ -75,10 +79,33 @@ def why_it_won(space: SearchSpace, best: optuna.trial.FrozenTrial) -> str:
     return f"why it won: {len(changed)} change(s) from {engine}'s baseline: " + ", ".join(changed)
 
 
+def space_of(study: optuna.Study) -> SearchSpace | None:
+    """The space the study was run with, where its file is still there and reads (None: another machine's study)."""
+    path = StudyRecord.of(study).space_path
+    try:
+        return load_space(Path(path)) if path else None
+    except AutotuneError:
+        return None
+
+
+def unlikely_line(study: optuna.Study, space: SearchSpace, options: RunOptions) -> str | None:
+    """The line of a run that ``--stop-when-unlikely`` stopped before its budget was used up, or None."""
+    if options.stop_when_unlikely is None:
+        return None
+    chance = chance_to_improve(study, space)
+    if chance is None or chance.chance >= options.stop_when_unlikely:
+        return None
+    launches = budget.count(study.get_trials(deepcopy=False)).launches
+    return (f"stopped after {launches} launches of a budget of {budget.study_budget(study)}: {chance.text()}, "
+            f"below --stop-when-unlikely {options.stop_when_unlikely:g}")  # fmt: skip
+
+
 def after_lines(study: optuna.Study, space: SearchSpace, storage: str | None) -> list[str]:
     """The lines after the best configuration's table (none where no trial is feasible)."""
     best = best_trial(study)
     if best is None:
         return [next_commands(study.study_name, storage).replace("next: ", "see: ", 1)]
-    lines = [judged_at(study, best), why_it_won(space, best), next_commands(study.study_name, storage)]
+    chance = chance_to_improve(study, space)
+    lines = [judged_at(study, best), why_it_won(space, best), chance.text() if chance is not None else "",
+             next_commands(study.study_name, storage)]  # fmt: skip
     return [line for line in lines if line]

@@ -30,7 +30,7 @@ from autotune.cli.workloads_view import (
 )
 from autotune.config import ServerConfig
 from autotune.errors import AutotuneError, UsageError
-from autotune.evidence.export import container_text, docker_run, file_notes, no_image_line, shell_script
+from autotune.evidence.export import docker_run, file_notes, no_image_line, ran_on_cpu, shell_script
 from autotune.evidence.mix_table import is_mix_study, workload_rows
 from autotune.evidence.reproduce import (
     DEFAULT_PORT,
@@ -42,6 +42,7 @@ from autotune.evidence.reproduce import (
 )
 from autotune.records import Outcome, StudyRecord, TrialRecord
 from autotune.search import budget, calibration
+from autotune.search.improvement import chance_to_improve
 from autotune.search.names import study_name
 from autotune.search.ranking import best_trial, feasible
 from autotune.search.study import DEFAULT_TRIALS, RunOptions, open_storage, prepare_study
@@ -49,7 +50,7 @@ from autotune.search.workers import concurrent_trials, run_node, run_trials
 from autotune.serving.gpus import parse_gpus
 from autotune.settings import Settings
 from autotune.space.files import find_space, load_space
-from autotune.text import shorten
+from autotune.text import shorten, terminal_safe
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"
@@ -103,6 +104,16 @@ def run(
     ] = None,
     warm_start: Annotated[str | None, typer.Option(metavar="STUDY[,STUDY...]|auto", help=WARM_HELP)] = None,
     warm_start_storage: Annotated[str | None, typer.Option(metavar="URL", help=WARM_STORAGE_HELP)] = None,
+    stop_when_unlikely: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            metavar="P",
+            help="stop once the chance that an untried configuration beats the best by more than the noise (the "
+            "live display's 'chance to improve') falls below P, e.g. 0.05",
+        ),
+    ] = None,
 ) -> None:
     """Run a study: launch each trial's engine for real, benchmark it, learn from crashes, prune slow ones."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -121,15 +132,16 @@ def run(
         executables[next(iter(space.engines))] = shlex.split(executable)
     settings = Settings()
     console = Console(stderr=True)
-    sources = warm_sources(warm_start, warm_start_storage, space, name, console, run_storage=storage,
-                           space_path=space_file)
+    sources = warm_sources(
+        warm_start, warm_start_storage, space, name, console, run_storage=storage, space_path=space_file
+    )
     options = RunOptions(name=name, storage=storage_url(name, storage), studies_dir=settings.studies_dir,
                          n_trials=n_trials, more_trials=more or 0, timeout_s=timeout, seed=seed, executables=executables,
                          heartbeat_s=settings.heartbeat_s, gpus=parse_gpus(gpus) if gpus else None,
                          budget_node_minutes=None if budget_node_hours is None else budget_node_hours * 60,
-                         warm_start=sources, n_trials_given=given is not None)  # fmt: skip
+                         warm_start=sources, n_trials_given=given is not None,
+                         stop_when_unlikely=stop_when_unlikely)  # fmt: skip
     workers = concurrent_trials(space, options.gpus, executables) if options.gpus else 1
-    console.print(run_summary.header(space, space_file, options), markup=False, soft_wrap=True)
     try:
         result = _run(space, space_file, options, workers, console)
     except KeyboardInterrupt:
@@ -137,7 +149,7 @@ def run(
                       markup=False, soft_wrap=True)  # fmt: skip
         raise typer.Exit(130) from None
     if stopped := (_over_n_trials_line(result, given) or budget.stop_line(result, budget.LaunchCatalogue(space))
-                   or _timeout_line(result, options)):  # fmt: skip
+                   or _timeout_line(result, options) or run_summary.unlikely_line(result, space, options)):  # fmt: skip
         console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
     print_best(result)
     for line in run_summary.after_lines(result, space, storage):
@@ -146,7 +158,8 @@ def run(
 
 def _run(space, space_file: Path, options: RunOptions, workers: int, console: Console) -> optuna.Study:
     """The study's trials, with their progress on ``console``; the study once they are done."""
-    with StudyProgress(console, options.budget_node_minutes) as progress:
+    with StudyProgress(console, options.budget_node_minutes,
+                       header=run_summary.header(space, space_file, options)) as progress:  # fmt: skip
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
             result = run_node(space, space_file, options, workers, _print_trial,
@@ -156,7 +169,7 @@ def _run(space, space_file: Path, options: RunOptions, workers: int, console: Co
             print_warm(console, prepared.study)
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
-                study_counts(study), f"trial {trial.number}: {_outcome(trial)}"))  # fmt: skip
+                study_counts(study, space), f"trial {trial.number}: {terminal_safe(_outcome(trial))}"))  # fmt: skip
     return result
 
 
@@ -184,7 +197,7 @@ def _timeout_line(study: optuna.Study, options: RunOptions) -> str | None:
 
 def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     # not markup: a reason's "[sparse not supported]" would be taken for a style and vanish
-    Console(stderr=True).print(f"trial {trial.number}: {_outcome(trial)}", markup=False)
+    Console(stderr=True).print(f"trial {trial.number}: {terminal_safe(_outcome(trial))}", markup=False)
 
 
 def _outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -247,7 +260,7 @@ def show(
 ) -> None:
     """Every trial (value, outcome with the SLO it misses, node-minutes, load, the parameters that vary), failures by
     kind, learned rules; --trial N for one trial in full."""
-    from autotune.cli.trials_table import print_trial, print_trials, slo_miss_text
+    from autotune.cli.trials_table import plain, print_trial, print_trials, slo_miss_text
     from autotune.search.learning import learned_rules
 
     study = load_study(study_name, storage)
@@ -289,10 +302,12 @@ def show(
     for rule_id, rule in rules.items():
         reason = shorten(rule["reason"], 100)
         origin = f"trial {rule['trial']}" if rule["inherited_from"] is None else f"from {rule['inherited_from']}"
-        console.print(f"learned rule '{rule_id}' ({origin}, {rule['kind']}): {reason}")
+        console.print(plain(f"learned rule '{rule_id}' ({origin}, {rule['kind']}): {reason}"))
     print_warm(console, study)
     for line in calibration.summary(study):
         console.print(line, markup=False, soft_wrap=True)
+    if (chance := chance_to_improve(study, run_summary.space_of(study))) is not None:
+        console.print(chance.text(), markup=False)
 
 
 def _trial_row(t: optuna.trial.FrozenTrial) -> dict:
@@ -329,6 +344,7 @@ def report(
 ) -> None:
     """One self-contained HTML report of a study (plotly figures, best command, baseline-vs-best table)."""
     from autotune.evidence.report import render_html, trials_frame
+    from autotune.evidence.trials_csv import write_trials_csv
 
     study = load_study(study_name, storage)
     name = study.study_name
@@ -337,7 +353,7 @@ def report(
     out.write_text(render_html(study, best_trial(study)))
     print(out)
     if csv:
-        trials_frame(study).to_csv(csv, index=False)
+        write_trials_csv(study, csv)
         print(csv)
     if parquet:
         try:
@@ -372,17 +388,18 @@ def best(
     config = ServerConfig.model_validate(record.config)
     bench, vllm_bench = bench_argv(study, trial, port), vllm_bench_argv(study, trial, port)
     secret_env, key_env = record.launch.get("secret_env", []), api_key_env(trial)
+    docker = docker_run(config, secret_env, port, on_cpu=ran_on_cpu(study))  # None on CPU: the images are GPU builds
     if as_json:
         print(json.dumps({"trial": trial.number, "values": trial.values, "metric_names": study.metric_names,
                           "load": record.load if record.load is not None else {},
                           "simulated": record.simulated is not None,
-                          "launch": launch, "docker": docker_run(config, secret_env, port), "bench": bench,
+                          "launch": launch, "docker": docker, "bench": bench,
                           "vllm_bench": vllm_bench, "api_key_env": key_env, "files_needed": config.files_needed()}
                          | ({"mix": record.mix, "workloads": [row.model_dump() for row in workload_rows(study, trial)]}
                             if is_mix_study(study) else {}), indent=1))  # fmt: skip
         return
     if docker_only:
-        print(container_text(config, secret_env, port))
+        print(docker or no_image_line(config))
         return
     if record.simulated is not None:
         print("# SIMULATED study: this configuration was chosen by autotune's simulator, not measured on the engine")
@@ -392,16 +409,16 @@ def best(
         load = ""  # a load per workload: the table below
         metric = mix_metric_text(record, metric)
     print(f"# best: trial {trial.number}, {metric} = {value_text(trial.values[0])}" + (f" at {load}" if load else ""))
-    print("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch))
+    print(terminal_safe("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch)))
     if is_mix_study(study):  # one command for every workload: the table says what it gains and costs on each
         print_mix_best(study, trial, "SIMULATED " if record.simulated is not None else "", port)
         return
     print("# reproduce the measurement (once the server above is ready):")
     if key_env == OPENAI_KEY_ENV:
         print(f"# the server takes --api-key: set {OPENAI_KEY_ENV} to that key first")
-    print(shlex.join(bench))
+    print(terminal_safe(shlex.join(bench)))
     print("# the same with vLLM's client (its own prompts of the same lengths):")
     key_prefix = f'OPENAI_API_KEY="${key_env}" ' if key_env and key_env != OPENAI_KEY_ENV else ""
-    print(key_prefix + shlex.join(vllm_bench))
-    docker = docker_run(config, secret_env, port)
-    print(f"# or in {config.engine}'s official container image:\n{docker}" if docker else no_image_line(config))
+    print(terminal_safe(key_prefix + shlex.join(vllm_bench)))
+    container = f"# or in {config.engine}'s official container image:\n{docker}" if docker else no_image_line(config)
+    print(terminal_safe(container))

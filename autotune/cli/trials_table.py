@@ -4,6 +4,9 @@ A row holds what tells trials apart: its value, its outcome in words (the failur
 the measured value and the limit, ``baseline``, the rule that rejected it), its cost, its load and the parameters that
 vary between the study's trials, one ``name=value`` a line so that none is cut. Parameters every trial shares are
 printed once above the table.
+
+Every value is printed as text, never as markup: a knob's value ``[red]x[/]`` or ``:warning:`` reads as written, and
+a control character in it (ESC, BEL) as its escape (``autotune.text.terminal_safe``), not obeyed by the terminal.
 """
 
 from __future__ import annotations
@@ -11,8 +14,15 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from autotune.records import Outcome
+from autotune.text import terminal_safe
+
+
+def plain(text: str) -> Text:
+    """``text`` for rich as it is: no markup, no emoji codes, control characters shown as escapes."""
+    return Text(terminal_safe(text))
 
 
 def slo_miss_text(trial, slos: dict[str, float]) -> str:
@@ -92,9 +102,12 @@ def print_trials(console: Console, name: str, rows: list[dict]) -> None:
     names, shared = varying(rows)
     if shared:
         console.print(
-            "the same in every trial (None: the engine's default): " + ", ".join(f"{k}={v}" for k, v in shared.items())
+            plain(
+                "the same in every trial (None: the engine's default): "
+                + ", ".join(f"{k}={v}" for k, v in shared.items())
+            )
         )
-    table = Table(title=f"study {name}", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=plain(f"study {name}"), box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("outcome", ratio=1, min_width=12, overflow="fold")
@@ -102,14 +115,15 @@ def print_trials(console: Console, name: str, rows: list[dict]) -> None:
     table.add_column("load, parameters that vary", no_wrap=True)
     for r in rows:
         value = "-" if not r["values"] or r["failure_kind"] else value_text(r["values"][0])
-        table.add_row(str(r["number"]), value, _outcome_cell(r), f"{r['node_minutes'] or 0:.1f}", _details(r, names))
+        table.add_row(str(r["number"]), value, plain(_outcome_cell(r)), f"{r['node_minutes'] or 0:.1f}",
+                      plain(_details(r, names)))  # fmt: skip
     console.print(table)
-    console.print(f"one trial in full: `autotune study show --study {name} --trial N`", style="dim")
+    console.print(plain(f"one trial in full: `autotune study show --study {name} --trial N`"), style="dim")
 
 
 def print_trial(console: Console, r: dict, failure_reason: str) -> None:
     """One trial in full: every parameter, its load and value, its outcome and why, each load measured, its cost."""
-    console.print(f"trial {r['number']} ({r['state'].lower()}, engine {r['engine'] or '-'})", style="bold")
+    console.print(plain(f"trial {r['number']} ({r['state'].lower()}, engine {r['engine'] or '-'})"), style="bold")
     items = [("outcome", row_outcome(r)),
              ("value", "-" if not r["values"] or r["failure_kind"] else ", ".join(value_text(v) for v in r["values"])),
              ("load", load_text(r["load"]) or "-"), ("reason", failure_reason),
@@ -117,20 +131,20 @@ def print_trial(console: Console, r: dict, failure_reason: str) -> None:
              ("GPU MiB before→ready→after", gpu_text(r["gpu_memory_mib"]))]  # fmt: skip
     for key, text in items:
         if text:
-            console.print(f"{key}: {text}")
+            console.print(plain(f"{key}: {text}"))
     console.print("parameters:")
     for key, value in r["params"].items():
-        console.print(f"  {key}={value}")
+        console.print(plain(f"  {key}={value}"))
     if r.get("workloads"):  # a mix trial: what each workload gave, relative to the study's baseline of it
         console.print(f"mix ({r.get('mix') or 'geomean'}) of the workloads:")
         for w in r["workloads"]:
-            console.print(f"  {w['name']} (weight {w['weight']:g}): {_workload_text(w)}", markup=False)
+            console.print(plain(f"  {w['name']} (weight {w['weight']:g}): {_workload_text(w)}"))
     console.print("loads measured:" if r["benchmarks"] else "no load measured")
     for level in r["benchmarks"]:
         measured = f"{level['value']:.1f}" if level.get("value") is not None else "-"
         note = level.get("failure_kind") or ("meets the SLOs" if level.get("feasible") else "misses SLO")
         where = " ".join(part for part in (level.get("workload"), load_text(level.get("load"))) if part) or "-"
-        console.print(f"  {where}: {measured}" + (f" ({note})" if note else ""), markup=False)
+        console.print(plain(f"  {where}: {measured}" + (f" ({note})" if note else "")))
 
 
 def _workload_text(w: dict) -> str:

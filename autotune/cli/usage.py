@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
-from autotune.text import VALUE_WIDTH, brief_repr, shorten
+from autotune.text import VALUE_WIDTH, brief_repr, lowercase_first, shorten
 
 # typer's usage errors are click's, or those of the copy of click that recent typer carries; BadParameter is public
 _errors = sys.modules[typer.BadParameter.__module__]
@@ -108,7 +108,7 @@ def _bad_value(exc: Any) -> str:
     if error["type"] in _BOUNDS:
         bound, words = _BOUNDS[error["type"]]
         return words.format(error["ctx"][bound]) + got
-    return error["msg"][:1].lower() + error["msg"][1:] + got
+    return lowercase_first(error["msg"]) + got
 
 
 def _click_range(exc: Any) -> str | None:

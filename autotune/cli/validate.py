@@ -201,7 +201,9 @@ def _workloads(path: Path) -> list[NamedWorkload]:
         raise UsageError(f"{path}: line {exc.problem_mark.line + 1}: {exc.problem}; fix: {exc.fix}") from None
     except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValidationError) as exc:
         reason = shorten(str(exc), _REASON_WIDTH)  # one line, however long the bad value
-        raise UsageError(f"{path}: not a YAML list of workloads with names ({reason}); fix: see docs/evidence.md, section study validate") from None
+        raise UsageError(
+            f"{path}: not a YAML list of workloads with names ({reason}); fix: see docs/evidence.md, section study validate"
+        ) from None
 
 
 def _table(rows: list[dict], simulated: str, confidence: float, contenders: dict[str, Contender],

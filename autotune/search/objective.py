@@ -294,8 +294,16 @@ class Objective:
         base = workload or self.space.workload
         while (index := sweep.next_level()) is not None:
             load = sweep.levels[index]
-            self.env.on_status(StatusEvent(Phase.MEASURING, trial.number, index, len(sweep.levels), load,
-                                           workload.name if workload is not None else None))
+            self.env.on_status(
+                StatusEvent(
+                    Phase.MEASURING,
+                    trial.number,
+                    index,
+                    len(sweep.levels),
+                    load,
+                    workload.name if workload is not None else None,
+                )
+            )
             # the pruner compares trials' first benchmarks: with several workloads they may be of different ones
             first = index if not sweep.measured and workload is None else None
             hook = self._progress_hook(trial, first, self.space.workload_slo(base))

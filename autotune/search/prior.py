@@ -27,6 +27,7 @@ from autotune.errors import AutotuneError, UnsupportedConfig
 from autotune.search.backends import prediction_backend, simulator_knows_model
 from autotune.search.mix import Share, mix_value
 from autotune.search.ranking import maximized, sign
+from autotune.search.status import StatusEvent
 from autotune.serving.seam import Backend, Serving
 from autotune.space.schema import SearchSpace, Workload
 
@@ -75,23 +76,46 @@ def prior_model(space: SearchSpace) -> str | None:
 
 
 Mapper = Callable[..., Iterable[Any] | Iterator[Any]]  # builtins.map, or an executor's map
+RankingCallback = Callable[[int, int], None]  # (configurations predicted, of how many): what `study run` shows
 _RANKINGS: dict[tuple[str, str], list[Ranked]] = {}  # a ranking is deterministic: one per space and model
 
 
-def rank(space: SearchSpace, model: str, mapper: Mapper = map) -> list[Ranked]:
+def no_progress(done: int, total: int) -> None:
+    """The default progress callback: nobody is watching."""
+
+
+@dataclass(frozen=True)
+class RankingStatus(StatusEvent):
+    """``Phase.RANKING`` with how far the ranking is: ``done`` configurations predicted of ``total``, as the study's
+    set-up reports it (``autotune.cli.ranking_progress`` renders it; a display that knows only ``StatusEvent``
+    shows the phase)."""
+
+    done: int = 0
+    total: int = 0
+
+
+def rank(space: SearchSpace, model: str, mapper: Mapper = map,
+         on_progress: RankingCallback = no_progress) -> list[Ranked]:  # fmt: skip
     """Every launch configuration of the space that passes the static rules, best predicted first.
 
     Each configuration is predicted by ``predict_configuration``, through ``mapper`` (a process pool's ``map``
-    spreads a large space's ranking over cores: each prediction is independent and deterministic)."""
+    spreads a large space's ranking over cores: each prediction is independent and deterministic); ``on_progress``
+    hears (0, total) first, then after each prediction how many are done (nothing where the ranking was made
+    before). The simulator reuses what configurations share (``autotune.sim.direct``): most cost nothing."""
     key = (space.model_dump_json(), model)
     if key not in _RANKINGS:
-        _RANKINGS[key] = _rank(space, model, mapper)
+        _RANKINGS[key] = _rank(space, model, mapper, on_progress)
     return list(_RANKINGS[key])
 
 
-def _rank(space: SearchSpace, model: str, mapper: Mapper) -> list[Ranked]:
+def _rank(space: SearchSpace, model: str, mapper: Mapper, on_progress: RankingCallback) -> list[Ranked]:
     jobs = [(engine, params) for engine in space.engines for params in _launch_params(space, engine)]
-    ranked = list(mapper(functools.partial(predict_configuration, space, model), *zip(*jobs, strict=True)))
+    on_progress(0, len(jobs))
+    ranked: list[Ranked] = []
+    if jobs:  # (a mapper given no iterables refuses to start)
+        for predicted in mapper(functools.partial(predict_configuration, space, model), *zip(*jobs, strict=True)):
+            ranked.append(predicted)
+            on_progress(len(ranked), len(jobs))
     if space.is_mix:
         ranked = _with_predicted_mix(space, ranked)
     better = sign(space.objective.metrics[0].direction)

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from autotune import records
 from autotune.engines import broken_rules
 from autotune.errors import AutotuneError
-from autotune.search.prior import prior_model, rank
+from autotune.search.prior import RankingStatus, prior_model, rank
 from autotune.search.status import Phase, StatusCallback, StatusEvent, no_status
 from autotune.search.trial_queue import FixedConfiguration, queue_fixed, queued_params
 from autotune.space.schema import ENGINE_PARAM, ENUMERATION_LIMIT, SearchSpace
@@ -127,9 +127,13 @@ def _prior_params(space: SearchSpace, baselines: list[dict], room: int,
     model = prior_model(space)
     if model is None or room <= 0 or space.search.prior_trials == 0:
         return []
-    on_status(StatusEvent(Phase.RANKING))  # the ranking predicts every launch configuration: minutes on a large space
+    on_status(StatusEvent(Phase.RANKING))  # the ranking predicts every launch configuration: seconds on a large space
+
+    def progress(done: int, total: int) -> None:
+        on_status(RankingStatus(Phase.RANKING, done=done, total=total))
+
     chosen: list[tuple[dict, float]] = []
-    for ranked in rank(space, model):
+    for ranked in rank(space, model, on_progress=progress):
         params = with_engine(space, ranked.engine, ranked.params)
         if ranked.predicted is None or len(chosen) >= min(room, space.search.prior_trials):
             break
@@ -151,4 +155,4 @@ def refuse_all_infeasible(space: SearchSpace) -> None:
                 return
             reasons[rule] += 1
     raise AutotuneError(f"every configuration of the space breaks a static rule ({dict(reasons)}); fix the space "
-                        "(see `autotune space show`)")  # fmt: skip
+                        "(see `autotune space show SPACE`)")  # fmt: skip

@@ -5,7 +5,7 @@ process). Once a storage is open, a call that fails for a connection reason (Pos
 network gone) is retried with backoff for ``AUTOTUNE_STORAGE_RETRY_S`` seconds (default 120) while the engine keeps
 running; a worker that gives up stops with one line and leaves its trial RUNNING, so that it goes stale and is
 retried. A SQLite file that can no longer be written (disk full, read-only) is one line with the fix at once: waiting
-does not free a disk.
+does not free a disk; one that is empty or damaged is one line too (``autotune.search.study_file``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sqlalchemy.engine import URL, make_url
 
 from autotune.errors import AutotuneError
 from autotune.records import optuna_private
+from autotune.search.study_file import damaged, make_whole, refuse_empty, sqlite_path
 from autotune.settings import Settings
 from autotune.space.redact import mask_url
 from autotune.text import shorten
@@ -165,6 +166,9 @@ def open_storage(url: str, heartbeat_s: int | None = None, on_stale_trial: Calla
               "heartbeat_stale_trial_callback": on_stale_trial if heartbeat_s else None,
               "engine_kwargs": _engine_kwargs(parsed)}  # fmt: skip
     retry_s = Settings().storage_retry_s if retry_s is None else retry_s
+    if (path := sqlite_path(parsed)) is not None:
+        refuse_empty(path)
+        make_whole(path, kwargs["engine_kwargs"])
     try:
         for attempt in range(_CREATE_ATTEMPTS):
             try:
@@ -176,7 +180,11 @@ def open_storage(url: str, heartbeat_s: int | None = None, on_stale_trial: Calla
                 if not raced or attempt == _CREATE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
-    except sqlalchemy.exc.SQLAlchemyError as exc:
+    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:  # Optuna wraps a commit's
+        if path is not None and (error := damaged(exc, path)):
+            raise error from None
+        if not isinstance(exc, sqlalchemy.exc.SQLAlchemyError):
+            raise
         raise AutotuneError(f"cannot open storage {mask_url(url)}: {_connect_failure(exc, parsed)}") from None
     raise AssertionError("unreachable")
 
@@ -225,6 +233,7 @@ class _Outage:
 
     def __init__(self, parsed: URL, retry_s: float) -> None:
         self.parsed, self.retry_s = parsed, retry_s
+        self.file = sqlite_path(parsed)  # a SQLite study's file: named where it is damaged
         self.lock = threading.Lock()
         self.failing_since: float | None = None
         self.answered_again: float | None = None  # when it answered after an outage, or after a silence
@@ -254,6 +263,8 @@ class _Outage:
         try:
             result = function(*args, **kwargs)
         except Exception as exc:
+            if self.file is not None and (error := damaged(exc, self.file)):
+                raise self._give_up(error) from None
             if reason := _sqlite_unwritable(exc, self.parsed):
                 raise self._give_up(StorageUnwritable(
                     f"cannot write the study's storage {self.parsed.database}: {reason}; fix: free space on its disk "

@@ -67,6 +67,8 @@ class RunOptions:
     budget_node_minutes: float | None = None  # stop starting trials once the study's trials cost this much
     gpus: tuple[str, ...] | None = None  # the node's GPUs this worker's trials lease theirs from (--gpus)
     warm_start: tuple[warm_start.WarmSource, ...] = ()  # studies a new study starts from (autotune.search.warm_start)
+    # stop once the chance that an untried configuration beats the incumbent falls below this (--stop-when-unlikely)
+    stop_when_unlikely: float | None = None
 
 
 def default_storage(name: str, studies_dir: Path) -> str:

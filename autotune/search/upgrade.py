@@ -9,6 +9,7 @@ and the search goes on from there.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import optuna
@@ -55,10 +56,14 @@ def check_upgradable(old: optuna.Study, versions: dict[str, str]) -> SearchSpace
     record = StudyRecord.of(old)
     if not finished(old):
         raise UsageError(f"study {old.study_name!r} has no finished, measured trial: there is nothing to compare "
-                         f"a new version with; fix: `autotune study run` it first")  # fmt: skip
-    if record.space_path is None or not Path(record.space_path).exists():
-        raise UsageError(f"study {old.study_name!r}: its space file {record.space_path} is not there; fix: --space "
-                         "PATH (the space the study was run with)")  # fmt: skip
+                         f"a new version with; fix: run it first, `autotune study run {_space_arg(record)} "
+                         f"--study {old.study_name}`")  # fmt: skip
+    if record.space_path is None:  # an older autotune's study: the upgrade has no space to start from
+        raise UsageError(f"study {old.study_name!r} did not record its space file; fix: set the new version in the "
+                         "space it was run with and run that (`autotune study run SPACE --study NEW_NAME`)")  # fmt: skip
+    if not Path(record.space_path).exists():
+        raise UsageError(f"study {old.study_name!r}: its space file {record.space_path} is not there; fix: put the "
+                         f"space the study was run with back at {record.space_path}")  # fmt: skip
     space = load_space(record.space_path)
     ran = (record.identity or identity_of(space)).engines
     same = [name for name, version in versions.items() if ran.get(name) == version]
@@ -68,6 +73,11 @@ def check_upgradable(old: optuna.Study, versions: dict[str, str]) -> SearchSpace
     if best_trial(old) is None:
         raise UsageError(f"study {old.study_name!r} has no feasible trial to re-measure; fix: run it first")
     return space
+
+
+def _space_arg(record: StudyRecord) -> str:
+    """The space argument of the command that runs the study again: the file it was made from, where it is known."""
+    return shlex.quote(record.space_path) if record.space_path else "SPACE"
 
 
 def upgraded_space(old_space_path: Path, versions: dict[str, str], out: Path) -> Path:

@@ -34,6 +34,7 @@ from autotune.records import Outcome, optuna_private
 from autotune.search import budget, names, stopping, trial_queue
 from autotune.search.backends import engine_for
 from autotune.search.heartbeat import Heartbeat
+from autotune.search.improvement import chance_to_improve
 from autotune.search.locks import budget_lock
 from autotune.search.objective import REASON_LIMIT, Objective
 from autotune.search.orphans import dead_workers_trials, end_dead_workers_trials, end_own_trials, mark_worker
@@ -146,6 +147,20 @@ def _run_trials_until_done(prepared: PreparedStudy, on_trial, started: float) ->
         after_trial(prepared, frozen)  # the warm prior and the calibrated one: their next pick
         if on_trial:
             on_trial(study, frozen)
+        if unlikely_to_improve(prepared):
+            break
+
+
+def unlikely_to_improve(prepared: PreparedStudy) -> bool:
+    """Whether ``--stop-when-unlikely P`` stops the study now: the chance to improve on the incumbent is below P."""
+    threshold = prepared.options.stop_when_unlikely
+    if threshold is None:
+        return False
+    chance = chance_to_improve(prepared.study, prepared.objective.space)
+    if chance is None or chance.chance >= threshold:
+        return False
+    log.info("study %s: %s, below %s: stopping", prepared.options.name, chance.text(), threshold)
+    return True
 
 
 def _refine(prepared: PreparedStudy) -> None:

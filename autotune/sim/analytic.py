@@ -135,6 +135,18 @@ class AnalyticProfile:
         )
 
     # -- time ----------------------------------------------------------------------------------------------------
+    def work_key(self) -> tuple:
+        """Everything ``step_work`` and ``tokens_per_decode`` read: two profiles with equal keys do each step's work
+        in the same time (a replayed schedule, ``autotune.sim.replay``, computes it once for both)."""
+        return (self.shape, self.device, self.layout, self.token_cost_s, self.kv_bytes, self.speculation,
+                BANDWIDTH_EFFICIENCY, COMPUTE_EFFICIENCY)  # fmt: skip
+
+    def timing_key(self) -> tuple:
+        """Everything ``step_time`` reads: two profiles with equal keys time every step alike, so the direct mode
+        (``autotune.sim.direct``) reuses one's benchmark for the other. A knob the model ignores (the attention
+        backend) or one that only sets a limit (checked there) is not in it."""
+        return self.work_key(), self._overhead()
+
     def tokens_per_decode(self) -> tuple[int, float]:
         """(tokens each decoding sequence runs through the model per step, tokens it gains on average)."""
         spec = self.speculation
@@ -146,16 +158,24 @@ class AnalyticProfile:
 
     def step_time(self, loads: list[RankLoad]) -> float:
         """Seconds one engine step takes with these per-rank loads (all ranks step together)."""
+        return self.with_overhead(self.step_work(loads))
+
+    def step_work(self, loads: list[RankLoad]) -> float | None:
+        """A step's seconds but the engine's fixed overhead; None for a step of no tokens (it takes no time)."""
         verified, _ = self.tokens_per_decode()
         rank_tokens = [load.decode_seqs * verified + load.prefill_tokens for load in loads]
         total = sum(rank_tokens)
         if total == 0:
-            return 0.0
+            return None
         rank_time = max(self._rank_time(load, tokens) for load, tokens in zip(loads, rank_tokens, strict=True))
         roofline = rank_time + self._experts_time(total)
         draft = 1 + (self.speculation.num_steps / self.shape.layers if self.speculation else 0)  # MTP: one layer
         engine = self.token_cost_s * total
-        return (roofline + engine) * draft + self._communication(max(rank_tokens), total) + self._overhead()
+        return (roofline + engine) * draft + self._communication(max(rank_tokens), total)
+
+    def with_overhead(self, work: float | None) -> float:
+        """A step's seconds from its ``step_work``: CUDA graphs on or off change only this."""
+        return 0.0 if work is None else work + self._overhead()
 
     def _roofline(self, bytes_read: float, flops: float) -> float:
         peak = self.device.flops_fp8 if self.shape.bytes_per_param <= 1 else self.device.flops_bf16

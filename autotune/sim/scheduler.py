@@ -29,6 +29,15 @@ class StepModel(Protocol):
 
     def tokens_per_decode(self) -> tuple[int, float]: ...
 
+    # for the direct mode's reuse of benchmarks and schedules (autotune.sim.direct, autotune.sim.replay):
+    def timing_key(self) -> tuple: ...  # what step_time reads (equal keys: equal step times)
+
+    def work_key(self) -> tuple: ...  # what step_work reads (equal keys: equal work)
+
+    def step_work(self, loads: list[RankLoad]) -> float | None: ...  # step_time = with_overhead(step_work)
+
+    def with_overhead(self, work: float | None) -> float: ...
+
 
 @dataclass(eq=False)
 class SimRequest:
@@ -82,17 +91,21 @@ class Scheduler:
         return any(rank.running or rank.waiting for rank in self.ranks)
 
     def step(self) -> tuple[float, list[TokenEvent]]:
+        loads, events = self.schedule_step()
+        return self.model.step_time(loads), events
+
+    def schedule_step(self) -> tuple[list[RankLoad], list[TokenEvent]]:
+        """One step's work on each rank and the tokens it emits: what the step does, not how long it takes."""
         loads, prefilling = [], []
         for rank in self.ranks:
             self._admit(rank)
             load, chunks = self._plan(rank)
             loads.append(load)
             prefilling.append(chunks)
-        duration = self.model.step_time(loads)
         events = []
         for rank, chunks in zip(self.ranks, prefilling, strict=True):
             events += self._advance(rank, chunks)
-        return duration, events
+        return loads, events
 
     def _admit(self, rank: _Rank) -> None:
         while rank.waiting and len(rank.running) < self.model.max_running:

@@ -26,8 +26,8 @@ from autotune.space.schema import (
     SearchSpace,
     TiedParam,
 )
-from autotune.text import brief_repr
-from autotune.yamlload import AliasBomb, load_yaml
+from autotune.text import brief_repr, lowercase_first
+from autotune.yamlload import TooLarge, load_yaml, refuse_oversized, yaml_problem
 
 # Knobs a space sets through its structure, not through fixed/params.
 _STRUCTURAL_KNOBS = {"engine": "list the engine under engines:", "engine_version": "set engines.<name>.version"}
@@ -80,7 +80,10 @@ def load_space(ref: str | Path) -> SearchSpace:
     path = find_space(ref)
     source = str(path)
     try:
+        refuse_oversized(path.stat().st_size)  # before reading: a space is a few KiB, a mistaken file may be GBs
         text = path.read_text(encoding="utf-8")
+    except TooLarge as exc:
+        raise SpaceError(source, *yaml_problem(exc)) from None
     except OSError as exc:
         raise SpaceError(source, "", f"cannot read the file ({exc.strerror})", "check the path") from None
     except UnicodeDecodeError as exc:
@@ -94,12 +97,7 @@ def parse_space(text: str, source: str = "<string>") -> SearchSpace:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        if isinstance(exc, AliasBomb):
-            raise SpaceError(source, where, problem, exc.fix) from None
-        raise SpaceError(source, where, f"malformed YAML: {problem}", "correct the YAML syntax there") from None
+        raise SpaceError(source, *yaml_problem(exc)) from None
     if not isinstance(data, dict):
         raise SpaceError(
             source,
@@ -152,7 +150,7 @@ def _space_error(source: str, error: ErrorDetails) -> SpaceError:
         message, _, fix = error["msg"].removeprefix("Value error, ").partition("; fix: ")
         return SpaceError(source, path, message, fix)
     fix = _FIXES.get(kind, "give a value of the expected type")
-    return SpaceError(source, path, f"{error['msg'].lower()} (got {brief_repr(value)})", fix)
+    return SpaceError(source, path, f"{lowercase_first(error['msg'])} (got {brief_repr(value)})", fix)
 
 
 _FIXES = {
@@ -288,9 +286,8 @@ def _check_value(knob: str, value: Any, path: str, fail) -> None:
                 path, value = f"{path}.{item}", value[item]
             elif isinstance(value, list) and isinstance(item, int) and 0 <= item < len(value):
                 path, value = f"{path}[{item}]", value[item]
-        fail(
-            path, f"{brief_repr(value)} is not a valid {knob}: {error['msg'].lower()}", f"give a valid value for {knob}"
-        )
+        problem = lowercase_first(error["msg"])
+        fail(path, f"{brief_repr(value)} is not a valid {knob}: {problem}", f"give a valid value for {knob}")
 
 
 def _check_fixed(fixed: dict[str, Any], path: str, fail) -> None:

@@ -133,7 +133,7 @@ def test_study_best_prints_the_vllm_bench_serve_equivalent(tmp_path, studies) ->
     printed = autotune("study", "best", "--port", "8123", studies=studies)
     assert printed.returncode == 0, printed.stderr
     lines = printed.stdout.splitlines()
-    vllm_line = next(line for line in lines if line.startswith("vllm bench serve"))
+    vllm_line = next(line for line in lines if line.startswith(f"{ENGINE} bench serve "))  # the vLLM it launched
     for expected in ("--max-concurrency 4", "--dataset-name custom", "--custom-output-len 48", "--num-prompts 24",
                      "--ignore-eos", "--base-url http://127.0.0.1:8123", "--served-model-name tiny"):  # fmt: skip
         assert expected in vllm_line, (expected, vllm_line)
