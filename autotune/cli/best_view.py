@@ -18,6 +18,7 @@ from autotune.evidence.export import file_notes, printed_launch
 from autotune.evidence.mix_table import is_mix_study
 from autotune.records import TrialRecord
 from autotune.search.ranking import best_trial
+from autotune.space.metrics import metric_unit
 from autotune.text import terminal_safe
 
 
@@ -31,7 +32,10 @@ def print_best(study: optuna.Study) -> None:
     metric = study.metric_names[0] if study.metric_names else "value"
     if is_mix_study(study):
         metric = mix_metric_text(record, metric)
-    print(f"{simulated}best: trial {best.number}, {metric} = {value_text(best.values[0])}")
+    unit = metric_unit(metric)  # '' for a mix's ratio
+    print(
+        f"{simulated}best: trial {best.number}, {metric} = {value_text(best.values[0])}" + (f" {unit}" if unit else "")
+    )
     notes = file_notes(ServerConfig.model_validate(record.config)) if record.config is not None else []
     print(terminal_safe("".join(f"{note}\n" for note in notes) + printed_launch(record.launch)))
     if is_mix_study(study):

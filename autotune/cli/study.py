@@ -50,6 +50,7 @@ from autotune.search.workers import concurrent_trials, run_node, run_trials
 from autotune.serving.gpus import parse_gpus
 from autotune.settings import Settings
 from autotune.space.files import find_space, load_space
+from autotune.space.metrics import metric_unit
 from autotune.text import shorten, terminal_safe
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
@@ -258,8 +259,8 @@ def show(
         int | None, typer.Option("--trial", min=0, help="one trial in full: every parameter, each load measured, why")
     ] = None,
 ) -> None:
-    """Every trial (value, outcome with the SLO it misses, node-minutes, load, the parameters that vary), failures by
-    kind, learned rules; --trial N for one trial in full."""
+    """Every trial (value, outcome with the SLO it misses, node-minutes, load, the knobs it changed from its engine's
+    baseline), failures by kind, learned rules; --trial N for one trial in full."""
     from autotune.cli.trials_table import plain, print_trial, print_trials, slo_miss_text
     from autotune.search.learning import learned_rules
 
@@ -408,7 +409,11 @@ def best(
     if is_mix_study(study):
         load = ""  # a load per workload: the table below
         metric = mix_metric_text(record, metric)
-    print(f"# best: trial {trial.number}, {metric} = {value_text(trial.values[0])}" + (f" at {load}" if load else ""))
+    unit = f" {metric_unit(metric)}" if metric_unit(metric) else ""  # '' for a mix's ratio
+    print(
+        f"# best: trial {trial.number}, {metric} = {value_text(trial.values[0])}{unit}"
+        + (f" at {load}" if load else "")
+    )
     print(terminal_safe("".join(f"{note}\n" for note in file_notes(config)) + shell_script(launch)))
     if is_mix_study(study):  # one command for every workload: the table says what it gains and costs on each
         print_mix_best(study, trial, "SIMULATED " if record.simulated is not None else "", port)

@@ -86,12 +86,35 @@ def gpu_text(facts: dict | None) -> str:
     return "→".join(used) + ("" if facts.get("released") is not False else " not released")
 
 
-def _details(r: dict, names: list[str]) -> str:
-    """The row's load, its varying parameters and its GPUs, one item a line (an item is never split)."""
+def engine_baselines(rows: list[dict]) -> dict[str | None, dict]:
+    """Each engine's baseline parameters: its first baseline trial's (an engine without one: absent)."""
+    found: dict[str | None, dict] = {}
+    for r in rows:
+        if r["baseline"]:
+            found.setdefault(r["engine"], r["params"])
+    return found
+
+
+def _shown_params(r: dict, names: list[str], baselines: dict[str | None, dict]) -> list[str]:
+    """The varying parameters worth a line: a baseline's engine alone (its defaults); another trial's that differ
+    from its engine's baseline (all of them where that engine has no baseline trial); the engine always."""
+    params = r["params"]
+    if r["duplicate_of"] is not None:  # its parameters are the measured trial's, on that trial's row
+        return [f"as #{r['duplicate_of']}"]
+    if r["baseline"]:
+        return [f"{name}={params[name]}" for name in names if name == "engine" and name in params] + ["(its defaults)"]
+    base = baselines.get(r["engine"])
+    return [f"{name}={params[name]}" for name in names
+            if name in params and (base is None or name == "engine" or base.get(name) != params[name])]  # fmt: skip
+
+
+def _details(r: dict, names: list[str], baselines: dict[str | None, dict] | None = None) -> str:
+    """The row's load, its parameters that differ from its engine's baseline and its GPUs, one item a line (an item
+    is never split)."""
     lines = [f"{k}={v}" for k, v in (r["load"] or {}).items()]
     if len(r["benchmarks"]) > 1:
         lines[-1:] = [f"{lines[-1]} ({len(r['benchmarks'])} loads)"] if lines else []
-    lines += [f"{name}={r['params'][name]}" for name in names if name in r["params"]]
+    lines += _shown_params(r, names, baselines or {})
     lines += [f"GPUs {','.join(r['gpus'])}"] if r["gpus"] else []
     lines += [f"GPU MiB {gpu_text(r['gpu_memory_mib'])}"] if r["gpu_memory_mib"] else []
     return "\n".join(lines)
@@ -112,11 +135,12 @@ def print_trials(console: Console, name: str, rows: list[dict]) -> None:
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("outcome", ratio=1, min_width=12, overflow="fold")
     table.add_column("node-min", justify="right", no_wrap=True)
-    table.add_column("load, parameters that vary", no_wrap=True)
+    table.add_column("load, changes from baseline", no_wrap=True)
+    baselines = engine_baselines(rows)
     for r in rows:
         value = "-" if not r["values"] or r["failure_kind"] else value_text(r["values"][0])
         table.add_row(str(r["number"]), value, plain(_outcome_cell(r)), f"{r['node_minutes'] or 0:.1f}",
-                      plain(_details(r, names)))  # fmt: skip
+                      plain(_details(r, names, baselines)))  # fmt: skip
     console.print(table)
     console.print(plain(f"one trial in full: `autotune study show --study {name} --trial N`"), style="dim")
 
