@@ -23,7 +23,9 @@ from autotune.records import optuna_private
 PACKAGE = Path(__file__).resolve().parent.parent / "autotune"
 FENCE = PACKAGE / "records" / "optuna_private.py"
 # the private access the fence keeps to itself: private modules of either package, a study's storage and ids
-PRIVATE_ACCESS = re.compile(r"optuna\.storages\._|optuna_dashboard\._|\._storage\b|_study_id|\._trial_id\b")
+PRIVATE_ACCESS = re.compile(
+    r"optuna\.storages\._|optuna_dashboard\._|\._storage\b|_study_id|\._trial_id\b|fixed_params"
+)
 
 
 @pytest.mark.parametrize(

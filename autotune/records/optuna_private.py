@@ -30,6 +30,9 @@ Optuna's, and why (none has a public equivalent):
   ride out an outage; and the logger of RDBStorage's module (``optuna.storages._rdb.storage``), whose messages about a
   lost connection it quietens.
 
+- the ``fixed_params`` system attribute: where ``Study.enqueue_trial`` keeps a queued trial's parameters. A WAITING
+  trial has no ``params`` yet, and Optuna has no public read of what it will be given.
+
 optuna-dashboard's: ``optuna_dashboard._note`` (``note_ver_key``, ``note_str_key_prefix``, ``split_body``), how a
 trial's note is kept in the study's system attributes. The public ``save_note`` makes four or more storage calls, two
 of which read every trial's note; autotune writes a trial's note in one call that reads that note alone.
@@ -104,6 +107,11 @@ Write = Callable[[sqlalchemy.orm.Session, optuna.storages.RDBStorage], Any]
 
 
 # -- ids and storages --------------------------------------------------------------------------------------------------
+def queued_params(trial: FrozenTrial) -> dict[str, Any] | None:
+    """The parameters ``enqueue_trial`` fixed for ``trial`` (None: it was not queued with any)."""
+    return trial.system_attrs.get("fixed_params")
+
+
 def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
     """The study's storage (for an RDB one, Optuna's cache in front of it)."""
     return study._storage

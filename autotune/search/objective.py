@@ -39,7 +39,7 @@ from autotune.config import ServerConfig
 from autotune.engines import Engine
 from autotune.errors import EngineNotInstalled, FailureKind, LaunchFailed, UnsupportedConfig
 from autotune.evidence.export import public_config, shell_script
-from autotune.records import Outcome
+from autotune.records import Outcome, optuna_private
 from autotune.search import learning, mix_sweep, pruning, refine, stopping
 from autotune.search.backends import anchored_paths, serving_backend
 from autotune.search.mix_sweep import MixSweep
@@ -213,8 +213,8 @@ class Objective:
             return None
         trials = study.get_trials(deepcopy=False)
         tried = {records.config_key(t) for t in trials}
-        tried |= {config_key(self.space.point_from_params(t.system_attrs["fixed_params"])) for t in trials
-                  if t.state == optuna.trial.TrialState.WAITING and t.system_attrs.get("fixed_params")}  # fmt: skip
+        tried |= {config_key(self.space.point_from_params(queued)) for t in trials
+                  if t.state == optuna.trial.TrialState.WAITING and (queued := optuna_private.queued_params(t))}  # fmt: skip
         neighbour = refine.untried_neighbour(study, self.space, incumbent, tried, config_key)
         return None if neighbour is None else refine.Neighbour(neighbour, incumbent.number)
 

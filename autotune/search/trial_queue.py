@@ -53,17 +53,15 @@ def room_for_another(study: optuna.Study, trials: list[FrozenTrial]) -> bool:
 
 def queued_params(study: optuna.Study) -> list[dict[str, Any]]:
     """The configurations of the study's queued trials and of every trial that was queued (as queued)."""
-    return [
-        t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False) if "fixed_params" in t.system_attrs
-    ]
+    return [queued for t in study.get_trials(deepcopy=False) if (queued := optuna_private.queued_params(t)) is not None]
 
 
 def requeue_not_installed(study: optuna.Study, failed: FrozenTrial) -> None:
     """A launch whose engine was not installed costs the study no trial (``autotune.search.budget`` does not count it); a
     fixed configuration it had goes back in the queue as it was (a baseline stays the baseline), so the next
     `study run` after the fix launches it. A sampler's choice needs nothing: the sampler chooses again."""
-    if failed.system_attrs.get("fixed_params"):
-        queue_fixed(study, FixedConfiguration(failed.system_attrs["fixed_params"], records.fixed_marks(failed)))
+    if queued := optuna_private.queued_params(failed):
+        queue_fixed(study, FixedConfiguration(queued, records.fixed_marks(failed)))
 
 
 def start_trial(study: optuna.Study, storage: optuna.storages.RDBStorage, heartbeat_s: int) -> optuna.Trial | None:
