@@ -13,7 +13,6 @@ import sys
 from typing import Any, NoReturn
 
 import typer
-from pydantic import ValidationError
 from typer.core import TyperGroup
 
 from autotune.text import VALUE_WIDTH, brief_repr, lowercase_first, shorten
@@ -100,6 +99,8 @@ def _extra_arguments(extra: list[str], ctx: Any, command: str) -> tuple[str, str
 
 def _bad_value(exc: Any) -> str:
     """The complaint about a value, with the value: "must be at least 1 (got 0)"."""
+    from pydantic import ValidationError  # here: `autotune --help` and `--version` do not pay for importing pydantic
+
     cause = exc.__cause__
     if not isinstance(cause, ValidationError):  # click's own message names the value
         return _click_range(exc) or shorten(exc.message, _MESSAGE_WIDTH).rstrip(".")
