@@ -5,18 +5,13 @@ The only place that maps outcomes to Optuna. A configuration that was rejected, 
 out is a COMPLETE trial with a pessimistic value and a violated ``launch`` constraint, so the sampler learns that
 region (Optuna's samplers ignore FAIL trials and would suggest it again); FAIL is kept for bugs in the tuner. SLOs are
 graded constraints: (measured − limit) / limit, capped at 1, so "barely over" ranks far ahead of "crashed" (whose
-launch and SLO constraints are all 1). The trial's value is its best feasible load's (``autotune.search.sweep``); a failure
-whose message names a knob value, or an out-of-memory, teaches the study (``autotune.search.learning``). A slow
-configuration is pruned from its first benchmark's checkpoints. A space of several workloads measures each launch on
-all of them, a sweep each (``autotune.search.mix_sweep``): the value is their mix, and no pruner judges it. Every trial's ``outcome`` attribute says in one word
-what became of it (``Outcome``), for a filter in optuna-dashboard.
+launch and SLO constraints are all 1). The value is the best feasible load's (``autotune.search.sweep``); a failure
+naming a knob value, or an out-of-memory, teaches the study (``autotune.search.learning``). A slow configuration is
+pruned from its first benchmark's checkpoints; several workloads are a sweep each on one launch, their mix the value,
+never pruned (``autotune.search.mix_sweep``). Each trial's ``outcome`` says in one word what became of it.
 
-Failing loads and the pruner, one rule: a load whose requests fail is that load's failure, never a slow measurement.
-Once any request of a load has failed, the pruner stops judging the trial at that load (its running value counts only
-the requests that succeeded) and the load is not cut short as an SLO miss; when the load ends, ``Launch.measure``
-makes it a failure whose kind the server log names (``oom`` for "CUDA out of memory"), so the sweep goes lighter as
-for any failed load and an out-of-memory load teaches the study. A baseline (``baseline`` attribute, which a retried
-baseline keeps) is never pruned: it is the study's reference.
+A load whose requests fail is that load's failure (of the kind its server log names), never a slow measurement:
+not judged by the pruner nor cut short as an SLO miss. A baseline is never pruned: it is the study's reference.
 """
 
 from __future__ import annotations
