@@ -148,6 +148,9 @@ VLLM_REQUEST_EXTENSIONS = frozenset({"ignore_eos", "repetition_penalty"})
 COMMON_KNOBS = frozenset({"engine", "engine_version", "model", "extra_args", "env"})
 
 
+_REQUIRED = ("default_version", "default_executable")  # what every concrete adapter sets (``Engine.__init_subclass__``)
+
+
 class Engine(ABC):
     """An engine adapter: one file that owns everything about its engine. Subclasses set the class attributes
     (``accepts`` declares the canonical knobs it renders; every other knob is refused) and implement ``render``;
@@ -198,9 +201,18 @@ class Engine(ABC):
                     f"{cls.__module__}.{cls.__qualname__}.accepts names no knob of ServerConfig: "
                     f"{sorted(unknown)}; fix: use the names `autotune knobs` lists"
                 )
-            label = cls.label or cls.name
+            label = cls.label or getattr(cls, "name", cls.__name__)  # a base for adapters names no engine
             cls.unsupported_knobs = {knob: cls.refusal_notes.get(knob, f"{label} has no {knob} knob")
                                      for knob in KNOBS if knob not in cls.accepts | COMMON_KNOBS}  # fmt: skip
+        # a concrete adapter (one that names its engine) must say what it runs and which version's flags it renders:
+        # missing, it would fail as a bare AttributeError at the study's first launch
+        missing = [attr for attr in _REQUIRED if not hasattr(cls, attr)] if "name" in cls.__dict__ else []
+        if missing:
+            raise EngineDefinitionError(
+                f"{cls.__module__}.{cls.__qualname__} sets no {', '.join(missing)}; fix: set them as class "
+                'attributes, e.g. default_version = "1.0.0" (the version whose flags it renders) and '
+                'default_executable = ("my-engine",) (the command that starts it)'
+            )
 
     def __init__(self, executable: Sequence[str] | None = None) -> None:
         self.executable = tuple(executable) if executable else self.default_executable
