@@ -30,4 +30,4 @@ def test_an_adapter_with_both_is_defined_and_an_intermediate_base_needs_neither(
         default_version = "1.0.0"
         default_executable = ("complete",)
 
-    assert Complete().executable == ("complete",)
+    assert Complete.default_executable == ("complete",) and "tp" in Complete.accepts
