@@ -6,7 +6,8 @@ the noise of a measurement.
   error (its median factor on the last launches, as ``study show`` prints it); the chance is the best one's chance
   to exceed the incumbent by ``NOISE``.
 - Without one (a model the prior does not know, several workloads, a latency objective): Laplace's rule of
-  succession over the launches since the incumbent was found: after n launches that did not beat it, 1 / (n + 2).
+  succession over the launches since the first trial within ``NOISE`` of the incumbent (a smaller gain is no
+  improvement): after n launches that did not beat it by more than the noise, 1 / (n + 2).
 
 It is an estimate, printed as one: the study goes on unless ``--stop-when-unlikely P`` asks it to stop below P.
 """
@@ -23,7 +24,7 @@ from optuna.trial import FrozenTrial
 from autotune import records
 from autotune.records import StudyRecord
 from autotune.search import calibration
-from autotune.search.ranking import best_of, maximizes
+from autotune.search.ranking import best_of, feasible, maximizes
 from autotune.space.schema import SearchSpace
 
 NOISE = 0.02  # a benchmark's run-to-run spread on a quiet node (a better value within it is no improvement)
@@ -36,7 +37,7 @@ class ImprovementChance:
     """The chance that an unmeasured configuration beats the incumbent by more than ``NOISE``, and how it was had."""
 
     chance: float
-    method: str  # "calibrated model" or "launches since the incumbent"
+    method: str  # "calibrated model" or "launches since the best within the noise"
     launches_since_best: int
 
     def text(self) -> str:
@@ -69,14 +70,24 @@ def _by_model(
     return _normal_tail((bar - math.log(max(untried))) / sigma)
 
 
+def _within_noise_since(trials: list[FrozenTrial], incumbent: FrozenTrial, maximize: bool) -> int:
+    """The number of the first trial within ``NOISE`` of the incumbent: later "improvements" smaller than a
+    measurement's noise are no improvement, and the launches since that trial did not beat it."""
+    best = incumbent.values[0]
+    near = [t.number for t in trials if feasible(t) and t.values
+            and (t.values[0] * (1 + NOISE) >= best if maximize else t.values[0] <= best * (1 + NOISE))]  # fmt: skip
+    return min(near, default=incumbent.number)
+
+
 def chance_to_improve(study: optuna.Study, space: SearchSpace | None) -> ImprovementChance | None:
     """The chance now, or None before the study has a feasible incumbent (``space`` None: no model is looked for)."""
     trials = study.get_trials(deepcopy=False)
     incumbent = best_of(trials, maximizes(study))
     if incumbent is None:
         return None
-    since = sum(1 for t in trials if t.number > incumbent.number and records.measured_itself(t))
+    since = sum(1 for t in trials if t.number > _within_noise_since(trials, incumbent, maximizes(study))
+                and records.measured_itself(t))  # fmt: skip
     by_model = _by_model(study, space, trials, incumbent) if space is not None else None
     if by_model is not None:
         return ImprovementChance(by_model, "calibrated model", since)
-    return ImprovementChance(1 / (since + 2), "launches since the incumbent", since)
+    return ImprovementChance(1 / (since + 2), f"{since} launches without a gain over {NOISE:.0%}", since)
