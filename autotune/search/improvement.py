@@ -41,7 +41,9 @@ class ImprovementChance:
     launches_since_best: int
 
     def text(self) -> str:
-        return f"chance to improve >{NOISE:.0%}: {self.chance:.0%} ({self.method})"
+        # a tenth of a percent under 10%: a threshold such as 0.05 is then read as it is compared
+        shown = f"{self.chance:.1%}" if self.chance < 0.1 else f"{self.chance:.0%}"
+        return f"chance to improve >{NOISE:.0%}: {shown} ({self.method})"
 
 
 def _normal_tail(z: float) -> float:
