@@ -33,7 +33,8 @@ def header(space: SearchSpace, space_file: Path, options: RunOptions) -> str:
 
 
 def _storage_option(storage: str | None) -> str:
-    return f" --storage {shlex.quote(storage)}" if storage else ""
+    # the password masked (``***``): a printed command never shows it; the user puts it back, or sets AUTOTUNE_STORAGE
+    return f" --storage {shlex.quote(mask_url(storage))}" if storage else ""
 
 
 def resume_hint(name: str, storage: str | None) -> str:

@@ -80,3 +80,8 @@ def test_ctrl_c_says_how_to_resume_and_leaves_no_running_trial(studies) -> None:
     assert again.returncode == 0, again.stderr
     trials = show("quickstart", studies)["trials"]
     assert any(t["state"] == "COMPLETE" and t["params"] == interrupted["params"] for t in trials)
+
+
+def test_the_next_commands_never_print_a_storage_password() -> None:
+    line = run_summary.next_commands("s", "postgresql+psycopg://u:Secret-9@db:5432/t")
+    assert "Secret-9" not in line and "postgresql+psycopg://u:***@db:5432/t" in line
