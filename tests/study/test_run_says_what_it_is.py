@@ -58,9 +58,12 @@ def test_a_run_starts_with_its_header_and_ends_with_why_and_what_next(tmp_path, 
 @pytest.mark.slow
 def test_ctrl_c_says_how_to_resume_and_leaves_no_running_trial(studies) -> None:
     env = os.environ | {"AUTOTUNE_STUDIES_DIR": str(studies)}
+    # SIGINT's default action restored in the child, as a shell's foreground job has it (a test runner's worker
+    # may ignore SIGINT, and an ignored signal is inherited)
     tuner = subprocess.Popen([sys.executable, "-m", "autotune", "study", "run", "--n-trials", "3", "--seed", "0"],
                              cwd=REPO, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                             start_new_session=True)  # fmt: skip
+                             start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     seen = []
     for line in tuner.stderr:  # the second trial is being measured: its engine runs
         seen.append(line)
