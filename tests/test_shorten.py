@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from autotune.cli.study import _outcome, _print_trial
+from autotune.cli.trial_line import outcome, print_trial_line
 from autotune.search.sweep import LoadResult
 from autotune.text import shorten
 
@@ -42,7 +42,7 @@ def _failed_trial(reason: str, **attrs) -> optuna.trial.FrozenTrial:
 
 
 def test_a_trial_line_cuts_a_log_reason_at_a_word_and_names_the_log() -> None:
-    line = _outcome(_failed_trial(LOG, server_log="studies/s/trials/3/server.log"))
+    line = outcome(_failed_trial(LOG, server_log="studies/s/trials/3/server.log"))
     assert line.startswith("crash: engine exited with code 1: ") and line.endswith(
         "… (full text: studies/s/trials/3/server.log)"
     )
@@ -51,7 +51,7 @@ def test_a_trial_line_cuts_a_log_reason_at_a_word_and_names_the_log() -> None:
 
 
 def test_a_rule_reason_is_printed_whole_as_written(capsys) -> None:
-    _print_trial(None, _failed_trial(RULE))
+    print_trial_line(None, _failed_trial(RULE))
     printed = " ".join(capsys.readouterr().err.split())
     assert printed == f"trial -1: crash: {RULE}"  # not cut, and its [brackets] are not taken for markup
 

@@ -11,7 +11,7 @@ table cannot drift from the commands' docstrings.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any, NamedTuple
 
 import typer
@@ -27,16 +27,6 @@ class LazyCommand(NamedTuple):
     module: str  # imported when the command is first asked for
     attribute: str  # a ``typer.Typer`` (a group of commands) or a command function, in that module
     summary: str  # the first paragraph of the command's help, as the root's help shows it (newlines kept)
-    complete: Callable[[typer.Typer], None] | None = None  # adds what the group's own module cannot (see _add_upgrade)
-
-
-def _add_upgrade(study_app: typer.Typer) -> None:
-    """``autotune study upgrade`` is registered under study here: the upgrade uses study's printing, so study cannot
-    import it. Once: the study app is one object, loaded again by each root group typer builds."""
-    from autotune.cli import upgrade
-
-    if not any(info.name == "upgrade" for info in study_app.registered_commands):
-        study_app.command(name="upgrade")(upgrade.upgrade_command)
 
 
 # in the order the root's help lists them (typer's: commands first, then groups); ``__init__`` of this package
@@ -76,7 +66,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "dataset": LazyCommand(
         "autotune.cli.dataset", "app", "Datasets a workload names: where they come from, fetched once."
     ),
-    "study": LazyCommand("autotune.cli.study", "app", "Run and inspect tuning studies.", _add_upgrade),
+    "study": LazyCommand("autotune.cli.study", "app", "Run and inspect tuning studies."),
 }  # fmt: skip
 
 
@@ -84,8 +74,6 @@ def load_command(name: str, entry: LazyCommand) -> Any:
     """The click command typer builds for ``entry``, as it would if the command were registered on the root: a typer
     app is added as a group (``add_typer``), a function as a command (``app.command``)."""
     target = getattr(importlib.import_module(entry.module), entry.attribute)
-    if entry.complete is not None:
-        entry.complete(target)
     holder = typer.Typer(add_completion=False)
     holder.callback()(_no_options)  # a callback keeps typer from collapsing a lone command into the root
     if isinstance(target, typer.Typer):

@@ -13,7 +13,7 @@ from autotune import records
 from autotune.errors import AutotuneError
 from autotune.records import StudyRecord
 from autotune.search import budget
-from autotune.search.improvement import chance_to_improve
+from autotune.search.improvement import ImprovementChance
 from autotune.search.ranking import best_trial
 from autotune.search.setup import baseline_params
 from autotune.search.study import RunOptions
@@ -89,24 +89,22 @@ def space_of(study: optuna.Study) -> SearchSpace | None:
         return None
 
 
-def unlikely_line(study: optuna.Study, space: SearchSpace, options: RunOptions) -> str | None:
-    """The line of a run that ``--stop-when-unlikely`` stopped before its budget was used up, or None."""
-    if options.stop_when_unlikely is None:
-        return None
-    chance = chance_to_improve(study, space)
-    if chance is None or chance.chance >= options.stop_when_unlikely:
+def unlikely_line(study: optuna.Study, chance: ImprovementChance | None, options: RunOptions) -> str | None:
+    """The line of a run that ``--stop-when-unlikely`` stopped (its ``chance`` now under the threshold), or None."""
+    if options.stop_when_unlikely is None or chance is None or not chance.below(options.stop_when_unlikely):
         return None
     launches = budget.count(study.get_trials(deepcopy=False)).launches
     return (f"stopped after {launches} launches of a budget of {budget.study_budget(study)}: {chance.text()}, "
             f"below --stop-when-unlikely {options.stop_when_unlikely:g}")  # fmt: skip
 
 
-def after_lines(study: optuna.Study, space: SearchSpace, storage: str | None) -> list[str]:
-    """The lines after the best configuration's table (none where no trial is feasible)."""
+def after_lines(study: optuna.Study, space: SearchSpace, storage: str | None,
+                chance: ImprovementChance | None) -> list[str]:  # fmt: skip
+    """The lines after the best configuration's table (none where no trial is feasible: `study run` has then ended
+    with the error that says so)."""
     best = best_trial(study)
     if best is None:
-        return [next_commands(study.study_name, storage).replace("next: ", "see: ", 1)]
-    chance = chance_to_improve(study, space)
+        return []
     lines = [judged_at(study, best), why_it_won(space, best), chance.text() if chance is not None else "",
              next_commands(study.study_name, storage)]  # fmt: skip
     return [line for line in lines if line]

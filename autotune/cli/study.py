@@ -17,16 +17,16 @@ from autotune.cli import run_summary
 from autotune.cli.best_view import print_best
 from autotune.cli.options import GPUS_HELP, JsonOpt, StorageOpt, StudyOpt, load_study, storage_url, storage_urls
 from autotune.cli.progress import StudyProgress, study_counts
+from autotune.cli.trial_line import print_trial_line, trial_line
 from autotune.cli.warm import WARM_HELP, WARM_STORAGE_HELP, print_warm, warm_sources
 from autotune.cli.workloads_view import (
     mix_fields,
     print_workloads,
     workload_misses,
     workload_slos,
-    workloads_text,
 )
 from autotune.errors import UsageError
-from autotune.records import Outcome, StudyRecord, TrialRecord
+from autotune.records import StudyRecord, TrialRecord
 from autotune.search import budget, calibration
 from autotune.search.improvement import chance_to_improve
 from autotune.search.names import study_name
@@ -36,11 +36,10 @@ from autotune.search.workers import concurrent_trials, run_node, run_trials
 from autotune.serving.gpus import parse_gpus
 from autotune.settings import Settings
 from autotune.space.files import find_space, load_space
-from autotune.text import shorten, terminal_safe
+from autotune.text import shorten
 
 app = typer.Typer(no_args_is_help=True, help="Run and inspect tuning studies.")
 DEFAULT_SPACE = "quickstart"
-_REASON_WIDTH = 160  # characters of a failure reason on a trial's line
 
 
 @app.command()
@@ -134,11 +133,12 @@ def run(
         console.print(f"interrupted; rerun the same command to resume ({run_summary.resume_hint(name, storage)})",
                       markup=False, soft_wrap=True)  # fmt: skip
         raise typer.Exit(130) from None
+    chance = chance_to_improve(result, space)  # once: the stop line and the summary both say it
     if stopped := (_over_n_trials_line(result, given) or budget.stop_line(result, budget.LaunchCatalogue(space))
-                   or _timeout_line(result, options) or run_summary.unlikely_line(result, space, options)):  # fmt: skip
+                   or _timeout_line(result, options) or run_summary.unlikely_line(result, chance, options)):  # fmt: skip
         console.print(stopped, soft_wrap=True, markup=False)  # one line, unwrapped
     print_best(result)
-    for line in run_summary.after_lines(result, space, storage):
+    for line in run_summary.after_lines(result, space, storage, chance):
         print(line)
 
 
@@ -148,14 +148,14 @@ def _run(space, space_file: Path, options: RunOptions, workers: int, console: Co
                        header=run_summary.header(space, space_file, options)) as progress:  # fmt: skip
         if workers > 1:
             console.print(f"{workers} workers on GPUs {','.join(options.gpus)}, their trials at once on disjoint GPUs")
-            result = run_node(space, space_file, options, workers, _print_trial,
+            result = run_node(space, space_file, options, workers, print_trial_line,
                               lambda study: progress.node_progress(study_counts(study)), progress.status)  # fmt: skip
         else:
             prepared = prepare_study(space, space_file, options, progress.status)
             print_warm(console, prepared.study)
             progress.update(study_counts(prepared.study))
             result = run_trials(prepared, lambda study, trial: progress.trial_finished(
-                study_counts(study, space), f"trial {trial.number}: {terminal_safe(_outcome(trial))}"))  # fmt: skip
+                study_counts(study, space), trial_line(trial)))  # fmt: skip
     return result
 
 
@@ -179,38 +179,6 @@ def _timeout_line(study: optuna.Study, options: RunOptions) -> str | None:
         return None
     return (f"timeout: no trial started after {options.timeout_s:g} s; {launches} launches of a budget of {bought}; "
             "the same `study run` again goes on")  # fmt: skip
-
-
-def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    # not markup: a reason's "[sparse not supported]" would be taken for a style and vanish
-    Console(stderr=True).print(f"trial {trial.number}: {terminal_safe(_outcome(trial))}", markup=False)
-
-
-def _outcome(trial: optuna.trial.FrozenTrial) -> str:
-    record = TrialRecord.of(trial)
-    if trial.state.name == "PRUNED":
-        return f"{Outcome.PRUNED} ({record.pruned_at or 'duplicate'})"
-    if record.failure_kind is not None:
-        # a reason from a log is cut to a line, with the log's path; one of our rules' is shown whole (and wraps)
-        reason = record.failure_reason or ""
-        return f"{record.failure_kind}: " + (shorten(reason, _REASON_WIDTH, record.server_log)
-                                             if record.server_log else reason)  # fmt: skip
-    dup = f" (same config as #{record.duplicate_of})" if record.duplicate else ""
-    dup += f" on GPUs {','.join(record.gpus)}" if record.gpus else ""
-    if not trial.values:
-        return trial.state.name
-    load = _load_text(record.load)
-    levels = len(record.benchmarks)
-    swept = f" at {load} ({levels} loads measured on one launch)" if levels > 1 else (f" at {load}" if load else "")
-    slo = "" if feasible(trial) else " (misses the SLO)"
-    if record.workloads:  # several workloads: the mix, and each workload's relative
-        stopped = f" (stopped early: at most {record.mix_bound:.3f})" if record.mix_bound is not None else ""
-        return f"mix {trial.values[0]:.3f}{stopped}{slo}{dup}: {workloads_text(trial)}"
-    return f"{trial.values[0]:.1f}{swept}{slo}{dup}"
-
-
-def _load_text(load: dict | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (load or {}).items())
 
 
 @app.command(name="list")
@@ -349,10 +317,14 @@ def report(
         print(parquet)
 
 
-def _register_best() -> None:
+def _register_best_and_upgrade() -> None:
+    """`study best` and `study upgrade` live in modules of their own (this one stays under 400 lines); registered
+    here, after `report`, in the order the help lists them."""
     from autotune.cli.best_command import best
+    from autotune.cli.upgrade import upgrade_command
 
     app.command(name="best")(best)
+    app.command(name="upgrade")(upgrade_command)
 
 
-_register_best()
+_register_best_and_upgrade()

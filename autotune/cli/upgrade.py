@@ -15,6 +15,7 @@ from rich.table import Table
 from autotune import records
 from autotune.cli.best_view import print_best
 from autotune.cli.options import JsonOpt, StorageOpt, load_study, storage_url
+from autotune.cli.trial_line import print_trial_line
 from autotune.cli.warm import print_warm
 from autotune.errors import UsageError
 from autotune.evidence.regression import SINGLE_RUN_NOISE, RegressionRow, regression_rows, rows_text
@@ -80,12 +81,12 @@ def upgrade_command(
     prepared = prepare_study(space, space_file, options)
     records.write_study(prepared.study, upgrade_of=old.study_name)
     print_warm(console, prepared.study)
-    run_trials(prepared, _print_trial)
+    run_trials(prepared, print_trial_line)
     rows = regression_rows(old, prepared.study, space)
     if not as_json:
         Console().print(regression_table(rows, old.study_name, name, versions))
     if total > first:
-        study = run_trials(prepare_study(space, space_file, _with_budget(options, total)), _print_trial)
+        study = run_trials(prepare_study(space, space_file, _with_budget(options, total)), print_trial_line)
     else:
         study = prepared.study
     if as_json:
@@ -100,12 +101,6 @@ def _with_budget(options: RunOptions, total: int) -> RunOptions:
     import dataclasses
 
     return dataclasses.replace(options, n_trials=total)
-
-
-def _print_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    from autotune.cli.study import _print_trial as print_trial
-
-    print_trial(study, trial)
 
 
 def regression_table(rows: list[RegressionRow], old: str, new: str, versions: dict[str, str]) -> Table:

@@ -37,8 +37,12 @@ class ImprovementChance:
     """The chance that an unmeasured configuration beats the incumbent by more than ``NOISE``, and how it was had."""
 
     chance: float
-    method: str  # "calibrated model" or "launches since the best within the noise"
+    method: str  # "calibrated model", or "N launches without a gain over 2%" (the rule of succession)
     launches_since_best: int
+
+    def below(self, threshold: float) -> bool:
+        """Whether it is under ``threshold`` (``--stop-when-unlikely``): the study may stop."""
+        return self.chance < threshold
 
     def text(self) -> str:
         # a tenth of a percent under 10%: a threshold such as 0.05 is then read as it is compared

@@ -157,7 +157,7 @@ def unlikely_to_improve(prepared: PreparedStudy) -> bool:
     if threshold is None:
         return False
     chance = chance_to_improve(prepared.study, prepared.objective.space)
-    if chance is None or chance.chance >= threshold:
+    if chance is None or not chance.below(threshold):
         return False
     log.info("study %s: %s, below %s: stopping", prepared.options.name, chance.text(), threshold)
     return True
